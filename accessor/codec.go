@@ -1,0 +1,183 @@
+package accessor
+
+import (
+	"bytes"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/json"
+
+	"github.com/pullrecords/pullrecords/accessor/internal/wire"
+)
+
+// The group, versions and kinds of the on-disk format.
+const (
+	APIGroup        = wire.Group
+	VersionV1alpha1 = wire.V1alpha1
+	VersionV1beta1  = wire.V1beta1
+	// CurrentVersion is the version every encoder here writes, as the kubelet
+	// has since kubernetes#132579.
+	CurrentVersion = wire.V1beta1
+
+	KindImagePullIntent   = wire.KindIntent
+	KindImagePulledRecord = wire.KindRecord
+)
+
+// The serializer is apimachinery's JSON serializer in strict mode over a
+// private scheme, the same set-up the kubelet's file store uses, so the bytes
+// and the strictness are the same.
+var serializer = func() *json.Serializer {
+	scheme := wire.NewScheme()
+	return json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme, scheme, json.SerializerOptions{Strict: true})
+}()
+
+// Decoded is one decoded record file.
+type Decoded struct {
+	Kind    string // KindImagePullIntent or KindImagePulledRecord
+	Version string // VersionV1alpha1 or VersionV1beta1
+	Intent  *ImagePullIntent
+	Record  *ImagePulledRecord
+}
+
+// Key returns the decoded object's key: the intent's image or the record's imageRef.
+func (d Decoded) Key() string {
+	if d.Intent != nil {
+		return d.Intent.Image
+	}
+	if d.Record != nil {
+		return d.Record.ImageRef
+	}
+	return ""
+}
+
+// Decode decodes an intent or a pulled record in any supported version.
+// Every failure matches ErrMalformed.
+func Decode(data []byte) (Decoded, error) {
+	obj, gvk, err := serializer.Decode(data, nil, nil)
+	if err != nil {
+		return Decoded{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if gvk.Group != APIGroup {
+		return Decoded{}, fmt.Errorf("%w: unexpected group %q", ErrMalformed, gvk.Group)
+	}
+	switch o := obj.(type) {
+	case *wire.ImagePullIntent:
+		return Decoded{Kind: KindImagePullIntent, Version: gvk.Version, Intent: &ImagePullIntent{Image: o.Image}}, nil
+	case *wire.ImagePulledRecord:
+		return Decoded{Kind: KindImagePulledRecord, Version: gvk.Version, Record: recordFromWire(o)}, nil
+	default:
+		return Decoded{}, fmt.Errorf("%w: unexpected object %T", ErrMalformed, obj)
+	}
+}
+
+// DecodeIntent decodes an intent file and returns it with its version.
+func DecodeIntent(data []byte) (*ImagePullIntent, string, error) {
+	d, err := Decode(data)
+	if err != nil {
+		return nil, "", err
+	}
+	if d.Intent == nil {
+		return nil, "", fmt.Errorf("%w: want kind %s, got %s", ErrMalformed, KindImagePullIntent, d.Kind)
+	}
+	return d.Intent, d.Version, nil
+}
+
+// DecodePulledRecord decodes a pulled record file and returns it with its version.
+func DecodePulledRecord(data []byte) (*ImagePulledRecord, string, error) {
+	d, err := Decode(data)
+	if err != nil {
+		return nil, "", err
+	}
+	if d.Record == nil {
+		return nil, "", fmt.Errorf("%w: want kind %s, got %s", ErrMalformed, KindImagePulledRecord, d.Kind)
+	}
+	return d.Record, d.Version, nil
+}
+
+// EncodeIntent returns the v1beta1 bytes the kubelet writes for an intent.
+func EncodeIntent(intent *ImagePullIntent) ([]byte, error) {
+	if intent == nil {
+		return nil, ErrNilRecord
+	}
+	return encode(&wire.ImagePullIntent{TypeMeta: typeMeta(KindImagePullIntent), Image: intent.Image})
+}
+
+// EncodePulledRecord returns the v1beta1 bytes the kubelet writes for a record.
+func EncodePulledRecord(record *ImagePulledRecord) ([]byte, error) {
+	if record == nil {
+		return nil, ErrNilRecord
+	}
+	return encode(recordToWire(record))
+}
+
+func encode(obj runtime.Object) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.Grow(256)
+	if err := serializer.Encode(obj, &buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func typeMeta(kind string) metav1.TypeMeta {
+	return metav1.TypeMeta{Kind: kind, APIVersion: APIGroup + "/" + CurrentVersion}
+}
+
+func recordToWire(r *ImagePulledRecord) *wire.ImagePulledRecord {
+	out := &wire.ImagePulledRecord{
+		TypeMeta:        typeMeta(KindImagePulledRecord),
+		LastUpdatedTime: r.LastUpdatedTime,
+		ImageRef:        r.ImageRef,
+	}
+	if r.CredentialMapping != nil {
+		out.CredentialMapping = make(map[string]wire.ImagePullCredentials, len(r.CredentialMapping))
+		for name, c := range r.CredentialMapping {
+			wc := wire.ImagePullCredentials{NodePodsAccessible: c.NodePodsAccessible}
+			if c.KubernetesSecrets != nil {
+				wc.KubernetesSecrets = make([]wire.ImagePullSecret, len(c.KubernetesSecrets))
+				for i, s := range c.KubernetesSecrets {
+					wc.KubernetesSecrets[i] = wire.ImagePullSecret(s)
+				}
+			}
+			if c.KubernetesServiceAccounts != nil {
+				wc.KubernetesServiceAccounts = make([]wire.ImagePullServiceAccount, len(c.KubernetesServiceAccounts))
+				for i, sa := range c.KubernetesServiceAccounts {
+					wc.KubernetesServiceAccounts[i] = wire.ImagePullServiceAccount(sa)
+				}
+			}
+			out.CredentialMapping[name] = wc
+		}
+	}
+	return out
+}
+
+func recordFromWire(w *wire.ImagePulledRecord) *ImagePulledRecord {
+	out := &ImagePulledRecord{
+		LastUpdatedTime: w.LastUpdatedTime,
+		ImageRef:        w.ImageRef,
+	}
+	if !out.LastUpdatedTime.IsZero() {
+		out.LastUpdatedTime = metav1.NewTime(out.LastUpdatedTime.UTC())
+	}
+	if w.CredentialMapping != nil {
+		out.CredentialMapping = make(map[string]ImagePullCredentials, len(w.CredentialMapping))
+		for name, wc := range w.CredentialMapping {
+			c := ImagePullCredentials{NodePodsAccessible: wc.NodePodsAccessible}
+			if wc.KubernetesSecrets != nil {
+				c.KubernetesSecrets = make([]ImagePullSecret, len(wc.KubernetesSecrets))
+				for i, s := range wc.KubernetesSecrets {
+					c.KubernetesSecrets[i] = ImagePullSecret(s)
+				}
+			}
+			if wc.KubernetesServiceAccounts != nil {
+				c.KubernetesServiceAccounts = make([]ImagePullServiceAccount, len(wc.KubernetesServiceAccounts))
+				for i, sa := range wc.KubernetesServiceAccounts {
+					c.KubernetesServiceAccounts[i] = ImagePullServiceAccount(sa)
+				}
+			}
+			out.CredentialMapping[name] = c
+		}
+	}
+	return out
+}
