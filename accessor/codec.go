@@ -3,10 +3,12 @@ package accessor
 import (
 	"bytes"
 	"fmt"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
+	kjson "sigs.k8s.io/json"
 
 	"github.com/pullrecords/pullrecords/accessor/internal/wire"
 )
@@ -54,21 +56,99 @@ func (d Decoded) Key() string {
 // Decode decodes an intent or a pulled record in any supported version.
 // Every failure matches ErrMalformed.
 func Decode(data []byte) (Decoded, error) {
-	obj, gvk, err := serializer.Decode(data, nil, nil)
+	obj, version, err := decodeObject(data)
 	if err != nil {
 		return Decoded{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	if gvk.Group != APIGroup {
-		return Decoded{}, fmt.Errorf("%w: unexpected group %q", ErrMalformed, gvk.Group)
-	}
 	switch o := obj.(type) {
 	case *wire.ImagePullIntent:
-		return Decoded{Kind: KindImagePullIntent, Version: gvk.Version, Intent: &ImagePullIntent{Image: o.Image}}, nil
+		return Decoded{Kind: KindImagePullIntent, Version: version, Intent: &ImagePullIntent{Image: o.Image}}, nil
 	case *wire.ImagePulledRecord:
-		return Decoded{Kind: KindImagePulledRecord, Version: gvk.Version, Record: recordFromWire(o)}, nil
+		if err := checkStorableTime(o.LastUpdatedTime); err != nil {
+			return Decoded{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+		}
+		return Decoded{Kind: KindImagePulledRecord, Version: version, Record: recordFromWire(o)}, nil
 	default:
 		return Decoded{}, fmt.Errorf("%w: unexpected object %T", ErrMalformed, obj)
 	}
+}
+
+// fastPath is a file that starts exactly as the kubelet writes it, so its kind
+// and version are known before decoding.
+type fastPath struct {
+	prefix  []byte
+	version string
+	kind    string
+	newObj  func() runtime.Object
+}
+
+var fastPaths = func() []fastPath {
+	var out []fastPath
+	for _, version := range []string{wire.V1beta1, wire.V1alpha1} {
+		for _, kind := range []string{wire.KindRecord, wire.KindIntent} {
+			fp := fastPath{
+				prefix:  []byte(`{"kind":"` + kind + `","apiVersion":"` + APIGroup + "/" + version + `",`),
+				version: version,
+				kind:    kind,
+				newObj:  func() runtime.Object { return &wire.ImagePulledRecord{} },
+			}
+			if kind == wire.KindIntent {
+				fp.newObj = func() runtime.Object { return &wire.ImagePullIntent{} }
+			}
+			out = append(out, fp)
+		}
+	}
+	return out
+}()
+
+// decodeObject decodes data strictly into the wire type of its kind. Files in
+// the kubelet's own byte layout take a fast path: their kind and version are
+// read off the fixed prefix, and the bytes are decoded once, strictly, into
+// that type, exactly what apimachinery's serializer does after its separate
+// pass to find the kind. Anything else (other key order, whitespace, unknown
+// kinds) goes through the serializer itself.
+func decodeObject(data []byte) (runtime.Object, string, error) {
+	for _, fp := range fastPaths {
+		if !bytes.HasPrefix(data, fp.prefix) {
+			continue
+		}
+		obj := fp.newObj()
+		strictErrs, err := kjson.UnmarshalStrict(data, obj)
+		if err != nil {
+			return nil, "", err
+		}
+		if len(strictErrs) > 0 {
+			return nil, "", runtime.NewStrictDecodingError(strictErrs)
+		}
+		// Duplicate keys are strict errors above, so the decoded type
+		// meta is the prefix's; check anyway rather than assume.
+		gvk := obj.GetObjectKind().GroupVersionKind()
+		if gvk.Group != APIGroup || gvk.Version != fp.version || gvk.Kind != fp.kind {
+			return nil, "", fmt.Errorf("type meta %v does not match the file's prefix", gvk)
+		}
+		return obj, fp.version, nil
+	}
+	obj, gvk, err := serializer.Decode(data, nil, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	if gvk.Group != APIGroup {
+		return nil, "", fmt.Errorf("unexpected group %q", gvk.Group)
+	}
+	return obj, gvk.Version, nil
+}
+
+// checkStorableTime rejects times that RFC 3339 cannot carry once converted
+// to UTC (years outside 0000-9999): such a time decodes from a file with a
+// zone offset but would be re-encoded as a string no decoder accepts.
+func checkStorableTime(t metav1.Time) error {
+	if t.IsZero() {
+		return nil
+	}
+	if y := t.UTC().Year(); y < 0 || y > 9999 {
+		return fmt.Errorf("lastUpdatedTime %s is outside years 0000-9999 in UTC", t.Time.Format(time.RFC3339))
+	}
+	return nil
 }
 
 // DecodeIntent decodes an intent file and returns it with its version.
@@ -107,6 +187,9 @@ func EncodeIntent(intent *ImagePullIntent) ([]byte, error) {
 func EncodePulledRecord(record *ImagePulledRecord) ([]byte, error) {
 	if record == nil {
 		return nil, ErrNilRecord
+	}
+	if err := checkStorableTime(record.LastUpdatedTime); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrTimeOutOfRange, err)
 	}
 	return encode(recordToWire(record))
 }

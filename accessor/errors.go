@@ -21,6 +21,9 @@ var (
 	ErrTooLarge = errors.New("record file too large")
 	// ErrNilRecord is returned when a nil record is written.
 	ErrNilRecord = errors.New("nil record")
+	// ErrTimeOutOfRange is returned when a record's LastUpdatedTime cannot be
+	// written in the kubelet's format (a UTC year outside 0000-9999).
+	ErrTimeOutOfRange = errors.New("record time out of range")
 )
 
 // CorruptRecordError says a stored record exists but cannot be used.
