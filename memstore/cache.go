@@ -1,0 +1,366 @@
+package memstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+
+	"k8s.io/klog/v2"
+
+	"github.com/pullrecords/pullrecords/accessor"
+)
+
+// DefaultStripes is the number of per-key write locks a Cache uses unless
+// WithStripes says otherwise.
+const DefaultStripes = 64
+
+// CacheOption configures NewCache.
+type CacheOption func(*cacheOptions)
+
+type cacheOptions struct {
+	stripes int
+}
+
+// WithStripes sets the number of locks that serialise writes, deletes and
+// read-through misses per key. Keys are spread over them by hash; more stripes
+// mean fewer unrelated keys waiting on each other. n must be at least 1.
+func WithStripes(n int) CacheOption {
+	return func(o *cacheOptions) { o.stripes = n }
+}
+
+// stripe is a mutex padded to its own cache line.
+type stripe struct {
+	sync.Mutex
+	_ [64 - 8]byte
+}
+
+// Cache is a write-through cache in front of another PullRecordsAccessor. See
+// the package documentation for its guarantees.
+type Cache struct {
+	delegate accessor.PullRecordsAccessor
+	counter  accessor.RecordCounter // the delegate's, if it has one
+
+	seed    maphash.Seed
+	stripes []stripe
+
+	// reloadMu serialises loads. A load also holds every stripe, so no
+	// write, delete or read-through is in flight while tables are swapped.
+	reloadMu sync.Mutex
+	intents  atomic.Pointer[intentTable]
+	records  atomic.Pointer[recordTable]
+}
+
+var (
+	_ accessor.PullRecordsAccessor = (*Cache)(nil)
+	_ accessor.RecordPeeker        = (*Cache)(nil)
+	_ accessor.RecordCounter       = (*Cache)(nil)
+	_ accessor.Reloader            = (*Cache)(nil)
+)
+
+// NewCache returns a cache in front of delegate, warmed up by listing the
+// delegate's intents and records once. A list that fails, fully or partly,
+// is logged and leaves the cache non-authoritative for that kind until a
+// Reload succeeds; it does not make NewCache fail.
+func NewCache(logger klog.Logger, delegate accessor.PullRecordsAccessor, opts ...CacheOption) (*Cache, error) {
+	if delegate == nil {
+		return nil, ErrNilDelegate
+	}
+	o := cacheOptions{stripes: DefaultStripes}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.stripes < 1 {
+		return nil, fmt.Errorf("%w: %d stripes, want at least 1", ErrInvalidOption, o.stripes)
+	}
+	c := &Cache{
+		delegate: delegate,
+		seed:     maphash.MakeSeed(),
+		stripes:  make([]stripe, o.stripes),
+	}
+	c.counter, _ = delegate.(accessor.RecordCounter)
+	if err := c.load(logger); err != nil {
+		logger.Error(err, "Could not list every stored pull record; the cache reads through to the store for the affected kind until a reload succeeds",
+			"intentsAuthoritative", c.intents.Load().authoritative,
+			"recordsAuthoritative", c.records.Load().authoritative)
+	}
+	return c, nil
+}
+
+// Reload lists the delegate again and replaces the cache contents with what
+// it returned. Each kind (intents, records) becomes authoritative if its list
+// succeeded without any error, and non-authoritative otherwise; the returned
+// error joins the list errors (use errors.As to find an *accessor.ListError).
+// Writes, deletes and read-through misses wait while Reload runs; cache hits
+// do not, and see the old contents until the new ones are in place.
+func (c *Cache) Reload(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	logger := klog.FromContext(ctx)
+	err := c.load(logger)
+	logger.V(2).Info("Reloaded the pull records cache",
+		"intents", c.intents.Load().count(), "records", c.records.Load().count(),
+		"intentsAuthoritative", c.intents.Load().authoritative,
+		"recordsAuthoritative", c.records.Load().authoritative)
+	return err
+}
+
+// load lists the delegate and publishes new tables, holding every stripe.
+func (c *Cache) load(logger klog.Logger) error {
+	c.reloadMu.Lock()
+	defer c.reloadMu.Unlock()
+	for i := range c.stripes {
+		c.stripes[i].Lock()
+	}
+	defer func() {
+		for i := range c.stripes {
+			c.stripes[i].Unlock()
+		}
+	}()
+
+	intents, intentsErr := c.delegate.ListImagePullIntents()
+	it := &intentTable{authoritative: intentsErr == nil}
+	for _, in := range intents {
+		if in == nil || accessor.ValidateKey(in.Image) != nil {
+			it.authoritative = false
+			continue
+		}
+		it.store(in.Image)
+	}
+
+	records, recordsErr := c.delegate.ListImagePulledRecords()
+	rt := &recordTable{authoritative: recordsErr == nil}
+	for _, r := range records {
+		if r == nil || accessor.ValidateKey(r.ImageRef) != nil {
+			rt.authoritative = false
+			continue
+		}
+		rt.store(newRecordEntry(r))
+	}
+
+	c.intents.Store(it)
+	c.records.Store(rt)
+	if intentsErr != nil {
+		intentsErr = fmt.Errorf("listing image pull intents: %w", intentsErr)
+	}
+	if recordsErr != nil {
+		recordsErr = fmt.Errorf("listing image pulled records: %w", recordsErr)
+	}
+	if err := errors.Join(intentsErr, recordsErr); err != nil {
+		return err
+	}
+	if !it.authoritative || !rt.authoritative {
+		logger.Info("The store listed an item with an invalid key; the cache reads through to the store for that kind")
+	}
+	return nil
+}
+
+// Authoritative reports whether the cache answers every lookup and list from
+// memory, for both intents and records.
+func (c *Cache) Authoritative() bool {
+	return c.intents.Load().authoritative && c.records.Load().authoritative
+}
+
+// stripeIndex spreads keys over every stripe: hash modulo the stripe count.
+func (c *Cache) stripeIndex(key string) int {
+	return int(maphash.String(c.seed, key) % uint64(len(c.stripes)))
+}
+
+func (c *Cache) lock(key string) *stripe {
+	s := &c.stripes[c.stripeIndex(key)]
+	s.Lock()
+	return s
+}
+
+// ListImagePullIntents returns every intent: from memory when the cache is
+// authoritative for intents, else from the delegate.
+func (c *Cache) ListImagePullIntents() ([]*accessor.ImagePullIntent, error) {
+	if t := c.intents.Load(); t.authoritative {
+		return t.list(), nil
+	}
+	return c.delegate.ListImagePullIntents()
+}
+
+// ImagePullIntentExists reports whether an intent for image is stored. A hit
+// is answered from memory; so is a miss when the cache is authoritative for
+// intents. Otherwise the delegate is asked and a found intent is cached.
+func (c *Cache) ImagePullIntentExists(image string) (bool, error) {
+	t := c.intents.Load()
+	if t.has(image) {
+		return true, nil
+	}
+	if t.authoritative {
+		return false, nil
+	}
+	return c.intentReadThrough(image)
+}
+
+func (c *Cache) intentReadThrough(image string) (bool, error) {
+	s := c.lock(image)
+	defer s.Unlock()
+	t := c.intents.Load() // a Reload may have replaced it meanwhile
+	if t.has(image) {
+		return true, nil
+	}
+	if t.authoritative {
+		return false, nil
+	}
+	ok, err := c.delegate.ImagePullIntentExists(image)
+	if err != nil || !ok {
+		return ok, err
+	}
+	if accessor.ValidateKey(image) == nil {
+		t.store(image)
+	}
+	return true, nil
+}
+
+// WriteImagePullIntent writes the intent to the delegate and, if that
+// succeeds, to memory.
+func (c *Cache) WriteImagePullIntent(logger klog.Logger, image string) error {
+	if err := accessor.ValidateKey(image); err != nil {
+		return err
+	}
+	s := c.lock(image)
+	defer s.Unlock()
+	if err := c.delegate.WriteImagePullIntent(logger, image); err != nil {
+		return err
+	}
+	c.intents.Load().store(image)
+	return nil
+}
+
+// DeleteImagePullIntent deletes the intent from the delegate and, if that
+// succeeds, from memory.
+func (c *Cache) DeleteImagePullIntent(logger klog.Logger, image string) error {
+	s := c.lock(image)
+	defer s.Unlock()
+	if err := c.delegate.DeleteImagePullIntent(logger, image); err != nil {
+		return err
+	}
+	c.intents.Load().remove(image)
+	return nil
+}
+
+// ListImagePulledRecords returns copies of every record: from memory when the
+// cache is authoritative for records, else from the delegate.
+func (c *Cache) ListImagePulledRecords() ([]*accessor.ImagePulledRecord, error) {
+	if t := c.records.Load(); t.authoritative {
+		return t.list(), nil
+	}
+	return c.delegate.ListImagePulledRecords()
+}
+
+// GetImagePulledRecord returns a copy of the record for imageRef. See
+// PeekImagePulledRecord for where the answer comes from.
+func (c *Cache) GetImagePulledRecord(imageRef string) (*accessor.ImagePulledRecord, bool, error) {
+	e, ok, err := c.entry(imageRef)
+	if e == nil {
+		return nil, ok, err
+	}
+	return e.record(), true, nil
+}
+
+// PeekImagePulledRecord returns the cached record for imageRef without
+// copying it. The record is shared and read-only: the caller must not modify
+// it or anything it points to. A hit is answered from memory without locks or
+// allocations; so is a miss when the cache is authoritative for records.
+// Otherwise the delegate is read, a found record is cached, and an error
+// (for example a corrupt record, reported as found with an error) is returned
+// as the delegate gave it and not cached.
+func (c *Cache) PeekImagePulledRecord(imageRef string) (*accessor.ImagePulledRecord, bool, error) {
+	e, ok, err := c.entry(imageRef)
+	if e == nil {
+		return nil, ok, err
+	}
+	return e.peek(), true, nil
+}
+
+func (c *Cache) entry(imageRef string) (*recordEntry, bool, error) {
+	t := c.records.Load()
+	if e := t.load(imageRef); e != nil {
+		return e, true, nil
+	}
+	if t.authoritative {
+		return nil, false, nil
+	}
+	return c.recordReadThrough(imageRef)
+}
+
+func (c *Cache) recordReadThrough(imageRef string) (*recordEntry, bool, error) {
+	s := c.lock(imageRef)
+	defer s.Unlock()
+	t := c.records.Load()
+	if e := t.load(imageRef); e != nil {
+		return e, true, nil
+	}
+	if t.authoritative {
+		return nil, false, nil
+	}
+	r, ok, err := c.delegate.GetImagePulledRecord(imageRef)
+	if err != nil {
+		return nil, ok, err
+	}
+	if !ok || r == nil || r.ImageRef != imageRef {
+		return nil, false, nil
+	}
+	e := newRecordEntry(r)
+	if accessor.ValidateKey(imageRef) == nil {
+		t.store(e)
+	}
+	return e, true, nil
+}
+
+// WriteImagePulledRecord writes the record to the delegate and, if that
+// succeeds, a copy of it (time in storage form) to memory.
+func (c *Cache) WriteImagePulledRecord(logger klog.Logger, record *accessor.ImagePulledRecord) error {
+	if record == nil {
+		return accessor.ErrNilRecord
+	}
+	if err := accessor.ValidateKey(record.ImageRef); err != nil {
+		return err
+	}
+	// Copy first, so the cached value is what the caller passed even if it
+	// changes the record after the delegate has stored it.
+	e := newRecordEntry(record)
+	s := c.lock(e.ref)
+	defer s.Unlock()
+	if err := c.delegate.WriteImagePulledRecord(logger, record); err != nil {
+		return err
+	}
+	c.records.Load().store(e)
+	return nil
+}
+
+// DeleteImagePulledRecord deletes the record from the delegate and, if that
+// succeeds, from memory.
+func (c *Cache) DeleteImagePulledRecord(logger klog.Logger, imageRef string) error {
+	s := c.lock(imageRef)
+	defer s.Unlock()
+	if err := c.delegate.DeleteImagePulledRecord(logger, imageRef); err != nil {
+		return err
+	}
+	c.records.Load().remove(imageRef)
+	return nil
+}
+
+// CountImagePullIntents returns the delegate's count if it keeps one, else
+// the number of cached intents.
+func (c *Cache) CountImagePullIntents() int {
+	if c.counter != nil {
+		return c.counter.CountImagePullIntents()
+	}
+	return c.intents.Load().count()
+}
+
+// CountImagePulledRecords returns the delegate's count if it keeps one, else
+// the number of cached records.
+func (c *Cache) CountImagePulledRecords() int {
+	if c.counter != nil {
+		return c.counter.CountImagePulledRecords()
+	}
+	return c.records.Load().count()
+}

@@ -1,0 +1,75 @@
+// Package memstore holds pull records in memory: Store, a complete in-memory
+// accessor.PullRecordsAccessor, and Cache, a write-through cache that sits in
+// front of any PullRecordsAccessor (usually the kubelet-compatible file store).
+//
+// # Store
+//
+// New returns an empty Store. It passes accessortest.Run: keys are checked
+// with accessor.ValidateKey, a nil record is accessor.ErrNilRecord, values are
+// copied in and out with LastUpdatedTime in accessor.StorageTime form, every
+// method is safe for concurrent use (reads take no lock, and each write is
+// atomic per key), and deleting a missing key is not an error. Its lists
+// never fail. It also implements accessor.RecordPeeker and
+// accessor.RecordCounter. Nothing is persisted.
+//
+// # Cache
+//
+// NewCache lists the delegate's intents and records once and keeps them. From
+// then on:
+//
+//   - Writes and deletes go to the delegate first and change memory only if
+//     the delegate succeeded, so a failed write leaves the old value cached
+//     and a failed delete leaves the entry. Writes, deletes and read-through
+//     misses of one key are serialised by a per-key lock (keys are spread over
+//     striped locks by hash modulo the number of stripes, see WithStripes).
+//   - Authoritative: when a kind's warm-up list succeeded without any error,
+//     the cache is authoritative for that kind (intents and records are
+//     tracked separately), whatever the number of items: there is no size
+//     cap and no eviction. A miss then means "does not exist" and is answered
+//     without calling the delegate, and lists are served from memory.
+//   - Not authoritative: when a kind's list returned an error (for example an
+//     *accessor.ListError for a corrupt file), the cache keeps the items it
+//     got, but a miss reads the delegate. A found item is cached; errors are
+//     returned as the delegate gave them and never cached, so a corrupt record
+//     keeps being reported as (nil, true, err) and the caller can fail safe.
+//     Lists go to the delegate. A listed item whose key fails
+//     accessor.ValidateKey also makes its kind non-authoritative. Authoritative
+//     reports whether both kinds are authoritative.
+//   - Reload lists the delegate again and replaces the cache contents; each
+//     kind becomes authoritative again if its list is clean. Call it after the
+//     files were changed behind the cache (an operator edit, a repair): an
+//     authoritative cache does not see such changes until then. Writes,
+//     deletes and read-through misses wait while Reload runs; hits do not.
+//   - Counts come from the delegate if it implements accessor.RecordCounter,
+//     else from the cache.
+//
+// # The hot path and immutability
+//
+// PeekImagePulledRecord and ImagePullIntentExists answer a hit (and, when
+// authoritative, a miss) with a lock-free map read and no allocation, and
+// scale across cores. The record Peek returns is shared by every caller and
+// by the cache itself: it is read-only, and modifying it or anything it points
+// to (its map, its slices) is a bug that corrupts what every later caller
+// sees. It stays valid, unchanged, after the key is overwritten or deleted;
+// later peeks return the new value. GetImagePulledRecord and the lists return
+// deep copies the caller owns, which costs one map allocation per record.
+//
+// # Memory
+//
+// Records are kept in a compact form, not as ImagePulledRecord values: the
+// credential mapping is a sorted slice rather than a Go map (a map of even two
+// names costs about 700 bytes), and the secret and service account strings,
+// which repeat across the records of a node, are interned with package
+// unique. 100,000 records of two names each, with their own imageRefs and
+// names, take about 620 bytes each, some 62 MB in all (see
+// TestCacheMemoryPer100kRecords). A record that has been peeked also keeps its
+// shared ImagePulledRecord form, about 1 KB more, until it is replaced or
+// deleted; in practice only the records of images that containers start from
+// are peeked.
+//
+// # Non-guarantees
+//
+// Lists are not snapshots: a key written or deleted while a list runs may or
+// may not appear, though every other key appears exactly once. Neither type
+// persists anything. The Cache does not watch its delegate for changes.
+package memstore
