@@ -1,0 +1,370 @@
+package fsstore
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/pullrecords/pullrecords/accessor"
+)
+
+// dir is one of the store's two directories.
+type dir struct {
+	name string // IntentsDir or RecordsDir
+	path string // full path, for messages
+	kind string // the kind of record the directory holds
+	what string // how a ListError names the records
+	fs   dirFS
+
+	mu sync.Mutex
+	// present holds the names of the record files in the directory, readable
+	// or not, maintained by writes and deletes.
+	present map[string]struct{}
+	// snapshot is what open decoded, handed to the first list unless a write
+	// or delete came first. nil when used up or invalidated.
+	snapshot []loaded
+}
+
+// loaded is one record file read from a directory.
+type loaded struct {
+	name string
+	dec  accessor.Decoded // valid when err is nil, or when err is a key mismatch
+	err  error
+}
+
+func newDir(name, path, kind, what string, fsys dirFS) *dir {
+	return &dir{name: name, path: path, kind: kind, what: what, fs: fsys, present: map[string]struct{}{}}
+}
+
+func (d *dir) corrupt(name string, err error) error {
+	return &accessor.CorruptRecordError{Path: filepath.Join(d.path, name), Err: err}
+}
+
+// isRecordName says whether the kubelet would read a file of this name.
+func isRecordName(name string) bool {
+	return strings.HasPrefix(name, namePrefix) && !strings.HasSuffix(name, tempSuffix)
+}
+
+// readFile returns the content of name, never reading through a symbolic
+// link and never reading more than maxFileSize bytes. A missing file gives an
+// error matching fs.ErrNotExist; a non-regular or oversized one a
+// *accessor.CorruptRecordError.
+func (d *dir) readFile(name string) ([]byte, error) {
+	// The entry is checked with Lstat before it is opened (so a device or a
+	// FIFO is never opened for reading) and the opened file is compared with
+	// it (so a link swapped in between is never read). A regular file
+	// replaced by a concurrent rename between the two steps is retried.
+	for attempt := 0; ; attempt++ {
+		info, err := d.fs.Lstat(name)
+		if err != nil {
+			return nil, err
+		}
+		if !info.Mode().IsRegular() {
+			return nil, d.corrupt(name, fmt.Errorf("%w: %v", ErrNotRegular, info.Mode().Type()))
+		}
+		if info.Size() > maxFileSize {
+			return nil, d.corrupt(name, accessor.ErrTooLarge)
+		}
+		f, err := d.fs.OpenRead(name)
+		if err != nil {
+			return nil, err
+		}
+		data, same, err := readOpened(f, info)
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+		if errors.Is(err, accessor.ErrTooLarge) {
+			return nil, d.corrupt(name, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if same {
+			return data, nil
+		}
+		if attempt == 7 {
+			return nil, d.corrupt(name, fmt.Errorf("%w: the entry changed while it was opened", ErrNotRegular))
+		}
+	}
+}
+
+// readOpened reads f if it is the regular file info describes.
+func readOpened(f fsFile, info fs.FileInfo) (data []byte, same bool, err error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, false, err
+	}
+	if !fi.Mode().IsRegular() || !os.SameFile(info, fi) {
+		return nil, false, nil
+	}
+	if fi.Size() > maxFileSize {
+		return nil, false, accessor.ErrTooLarge
+	}
+	buf := make([]byte, 0, fi.Size()+1)
+	for {
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == nil && int64(len(buf)) == fi.Size() && n > 0 {
+			// Files are replaced by rename, never appended to, so the size
+			// fstat gave is the whole file: skip the read that would
+			// only confirm the end.
+			return buf, true, nil
+		}
+		if err == io.EOF {
+			return buf, true, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		if len(buf) > maxFileSize {
+			return nil, false, accessor.ErrTooLarge
+		}
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, 4096)
+		}
+	}
+}
+
+// decode decodes the content of name and checks its kind and key.
+func (d *dir) decode(name string, data []byte) (accessor.Decoded, error) {
+	dec, err := accessor.Decode(data)
+	if err != nil {
+		return accessor.Decoded{}, d.corrupt(name, err)
+	}
+	if dec.Kind != d.kind {
+		return accessor.Decoded{}, d.corrupt(name, fmt.Errorf("%w: %s in %s/", ErrWrongKind, dec.Kind, d.name))
+	}
+	if dec.Record != nil {
+		dec.Record.LastUpdatedTime = accessor.StorageTime(dec.Record.LastUpdatedTime.Time)
+	}
+	if FileName(dec.Key()) != name {
+		return dec, d.corrupt(name, ErrKeyMismatch)
+	}
+	return dec, nil
+}
+
+// get reads and decodes name. found is false for a missing file and for a
+// file whose content names another key.
+func (d *dir) get(name string) (dec accessor.Decoded, found bool, err error) {
+	data, err := d.readFile(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return dec, false, nil
+	}
+	if err != nil {
+		return dec, false, err
+	}
+	dec, err = d.decode(name, data)
+	if errors.Is(err, ErrKeyMismatch) {
+		return dec, false, nil
+	}
+	if err != nil {
+		return dec, false, err
+	}
+	return dec, true, nil
+}
+
+// scan lists the record file names in the directory and the names of stray
+// temporary files. Sub-directories are skipped.
+func (d *dir) scan() (names, temps []string, err error) {
+	entries, err := d.fs.ReadDir()
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() {
+			continue
+		}
+		switch {
+		case strings.HasSuffix(name, tempSuffix):
+			temps = append(temps, name)
+		case strings.HasPrefix(name, namePrefix):
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names, temps, nil
+}
+
+// load reads and decodes names with a small pool of workers. Files that
+// disappeared since they were listed are left out.
+func (d *dir) load(names []string, workers int) []loaded {
+	out := make([]loaded, len(names))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range max(1, min(workers, len(names))) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(names) {
+					return
+				}
+				out[i] = d.loadOne(names[i])
+			}
+		})
+	}
+	wg.Wait()
+	return slices.DeleteFunc(out, func(l loaded) bool { return l.name == "" })
+}
+
+func (d *dir) loadOne(name string) loaded {
+	data, err := d.readFile(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return loaded{}
+	}
+	if err != nil {
+		var corrupt *accessor.CorruptRecordError
+		if !errors.As(err, &corrupt) {
+			err = fmt.Errorf("reading %s: %w", filepath.Join(d.path, name), err)
+		}
+		return loaded{name: name, err: err}
+	}
+	dec, err := d.decode(name, data)
+	return loaded{name: name, dec: dec, err: err}
+}
+
+// list returns the open-time snapshot the first time it is called, unless a
+// write or delete happened since, and reads the directory otherwise.
+func (d *dir) list(workers int) ([]loaded, error) {
+	d.mu.Lock()
+	snap := d.snapshot
+	d.snapshot = nil
+	d.mu.Unlock()
+	if snap != nil {
+		return snap, nil
+	}
+	names, _, err := d.scan()
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", d.path, err)
+	}
+	return d.load(names, workers), nil
+}
+
+func (d *dir) count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.present)
+}
+
+func (d *dir) setPresent(name string, present bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if present {
+		d.present[name] = struct{}{}
+	} else {
+		delete(d.present, name)
+	}
+}
+
+func (d *dir) isPresent(name string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.present[name]
+	return ok
+}
+
+func (d *dir) invalidate() {
+	d.mu.Lock()
+	d.snapshot = nil
+	d.mu.Unlock()
+}
+
+// tempName returns a fresh temporary name for a write of name. The kubelet
+// ignores it twice over: it does not start with "sha256-" and ends in ".tmp".
+func tempName(name string) string {
+	var r [8]byte
+	rand.Read(r[:])
+	return "." + name + "." + hex.EncodeToString(r[:]) + tempSuffix
+}
+
+// put writes data to name atomically: a unique temporary file in the same
+// directory is written, synced and closed, then renamed onto name, and the
+// directory is synced. On failure the temporary file is removed (best
+// effort); name then holds its old content or, if the rename happened, the
+// new one.
+func (d *dir) put(name string, data []byte, sync bool) error {
+	d.invalidate()
+	tmp, err := d.writeTemp(name, data, sync)
+	if err != nil {
+		return err
+	}
+	if err := d.fs.Rename(tmp, name); err != nil {
+		d.fs.Remove(tmp)
+		return err
+	}
+	d.setPresent(name, true)
+	if sync {
+		if err := d.fs.SyncDir(); err != nil {
+			return fmt.Errorf("syncing directory: %w", err)
+		}
+	}
+	return nil
+}
+
+func (d *dir) writeTemp(name string, data []byte, sync bool) (string, error) {
+	var (
+		tmp string
+		f   fsFile
+		err error
+	)
+	for range 3 {
+		tmp = tempName(name)
+		f, err = d.fs.CreateExcl(tmp)
+		if !errors.Is(err, fs.ErrExist) {
+			break
+		}
+	}
+	if err != nil {
+		return "", err
+	}
+	fail := func(err error) (string, error) {
+		f.Close()
+		d.fs.Remove(tmp)
+		return "", err
+	}
+	// The create mode is subject to the umask; the kubelet's files are 0600.
+	if err := f.Chmod(filePerm); err != nil {
+		return fail(err)
+	}
+	n, err := f.Write(data)
+	if err == nil && n < len(data) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if sync {
+		if err := f.Sync(); err != nil {
+			return fail(err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		d.fs.Remove(tmp)
+		return "", err
+	}
+	return tmp, nil
+}
+
+// remove deletes name; a missing file is not an error.
+func (d *dir) remove(name string, sync bool) error {
+	d.invalidate()
+	if err := d.fs.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	d.setPresent(name, false)
+	if sync {
+		if err := d.fs.SyncDir(); err != nil {
+			return fmt.Errorf("syncing directory: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,352 @@
+package fsstore
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"k8s.io/klog/v2"
+
+	"github.com/pullrecords/pullrecords/accessor"
+)
+
+// Problem names what is wrong with one entry of a store directory.
+type Problem string
+
+const (
+	// ProblemCorrupt: the file cannot be read or decoded, or is too large.
+	ProblemCorrupt Problem = "Corrupt"
+	// ProblemKeyMismatch: the content names another key than the file name.
+	ProblemKeyMismatch Problem = "KeyMismatch"
+	// ProblemTempFile: a temporary file left by an interrupted write.
+	ProblemTempFile Problem = "TempFile"
+	// ProblemForeignFile: a name the kubelet never reads (no "sha256-" prefix).
+	ProblemForeignFile Problem = "ForeignFile"
+	// ProblemNotRegular: a symbolic link, directory, FIFO, socket or device.
+	ProblemNotRegular Problem = "NotRegular"
+	// ProblemOldVersion: a readable v1alpha1 file (not an error for reads).
+	ProblemOldVersion Problem = "OldVersion"
+	// ProblemWrongKind: a pulled record in the intents directory or an intent
+	// in the records directory.
+	ProblemWrongKind Problem = "WrongKind"
+	// ProblemBadMode: a file whose permissions are not 0600, or a directory
+	// (Name empty) whose permissions are not 0700.
+	ProblemBadMode Problem = "BadMode"
+)
+
+// FileReport describes one entry with a problem.
+type FileReport struct {
+	Dir     string // IntentsDir or RecordsDir
+	Name    string // entry name; empty for the directory itself
+	Kind    string // decoded kind, when the file decoded
+	Version string // decoded version, when the file decoded
+	Key     string // decoded key, when the file decoded
+	Problem Problem
+	Err     error // the cause, when there is one
+}
+
+// Report is what Inspect found.
+type Report struct {
+	// Intents and Records count the files that read back under their own
+	// key, including old-version and bad-mode ones.
+	Intents, Records int
+	// Files lists only the entries with a problem (one problem per entry,
+	// the most serious) and readable old-version files.
+	Files []FileReport
+}
+
+// Inspect reads both store directories in <kubeletDir>/image_manager and
+// reports every entry with a problem. It never writes, and it never reads
+// through a symbolic link.
+func Inspect(kubeletDir string) (*Report, error) {
+	root, err := openSafeRoot(kubeletDir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	r := &Report{}
+	for _, name := range []string{IntentsDir, RecordsDir} {
+		d, err := openInspectDir(root, kubeletDir, name)
+		if err != nil {
+			return nil, err
+		}
+		err = inspectDir(root, d, r)
+		d.fs.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// openSafeRoot opens kubeletDir and checks that the store's directories are
+// real directories.
+func openSafeRoot(kubeletDir string) (*os.Root, error) {
+	root, err := os.OpenRoot(kubeletDir)
+	if err != nil {
+		return nil, err
+	}
+	for _, sub := range []string{DirName, DirName + "/" + IntentsDir, DirName + "/" + RecordsDir} {
+		if err := ensureDir(root, sub, false, false); err != nil {
+			root.Close()
+			return nil, fmt.Errorf("inspecting pull records in %s: %w", kubeletDir, err)
+		}
+	}
+	return root, nil
+}
+
+func openInspectDir(root *os.Root, kubeletDir, name string) (*dir, error) {
+	fsys, err := openRootDir(root, DirName+"/"+name)
+	if err != nil {
+		return nil, err
+	}
+	kind, what := accessor.KindImagePullIntent, "image pull intents"
+	if name == RecordsDir {
+		kind, what = accessor.KindImagePulledRecord, "image pulled records"
+	}
+	return newDir(name, filepath.Join(kubeletDir, DirName, name), kind, what, fsys), nil
+}
+
+func inspectDir(root *os.Root, d *dir, r *Report) error {
+	fi, err := root.Lstat(DirName + "/" + d.name)
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Perm() != dirPerm {
+		r.Files = append(r.Files, FileReport{Dir: d.name, Problem: ProblemBadMode,
+			Err: fmt.Errorf("directory mode %v, want %v", fi.Mode().Perm(), dirPerm)})
+	}
+	entries, err := d.fs.ReadDir()
+	if err != nil {
+		return fmt.Errorf("listing %s: %w", d.path, err)
+	}
+	for _, e := range entries {
+		fr, ok := inspectEntry(d, e.Name(), e.Type())
+		if ok {
+			if d.name == IntentsDir {
+				r.Intents++
+			} else {
+				r.Records++
+			}
+		}
+		if fr.Problem != "" {
+			r.Files = append(r.Files, fr)
+		}
+	}
+	return nil
+}
+
+// inspectEntry examines one directory entry. ok says the file reads back
+// under its own key; fr.Problem is empty when there is nothing to report.
+func inspectEntry(d *dir, name string, typ fs.FileMode) (fr FileReport, ok bool) {
+	fr = FileReport{Dir: d.name, Name: name}
+	switch {
+	case strings.HasSuffix(name, tempSuffix):
+		fr.Problem = ProblemTempFile
+		return fr, false
+	case typ.IsDir():
+		fr.Problem, fr.Err = ProblemNotRegular, ErrNotRegular
+		return fr, false
+	case !strings.HasPrefix(name, namePrefix):
+		fr.Problem = ProblemForeignFile
+		return fr, false
+	}
+	data, err := d.readFile(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return FileReport{}, false
+	}
+	if err != nil {
+		fr.Err = err
+		fr.Problem = ProblemCorrupt
+		if errors.Is(err, ErrNotRegular) {
+			fr.Problem = ProblemNotRegular
+		}
+		return fr, false
+	}
+	dec, err := d.decode(name, data)
+	fr.Kind, fr.Version, fr.Key = dec.Kind, dec.Version, dec.Key()
+	switch {
+	case errors.Is(err, ErrWrongKind):
+		fr.Problem, fr.Err = ProblemWrongKind, err
+		if d, derr := accessor.Decode(data); derr == nil {
+			fr.Kind, fr.Version, fr.Key = d.Kind, d.Version, d.Key()
+		}
+		return fr, false
+	case errors.Is(err, ErrKeyMismatch):
+		fr.Problem, fr.Err = ProblemKeyMismatch, err
+		return fr, false
+	case err != nil:
+		fr.Problem, fr.Err = ProblemCorrupt, err
+		return fr, false
+	case dec.Version == accessor.VersionV1alpha1:
+		fr.Problem = ProblemOldVersion
+		return fr, true
+	}
+	if info, err := d.fs.Lstat(name); err == nil && info.Mode().Perm() != filePerm {
+		fr.Problem = ProblemBadMode
+		fr.Err = fmt.Errorf("file mode %v, want %v", info.Mode().Perm(), filePerm)
+	}
+	return fr, true
+}
+
+// Repair fixes what r reports (run Inspect first; a nil r runs it): it moves
+// corrupt, mismatched, wrong-kind, foreign and non-regular entries to
+// <kubeletDir>/image_manager/quarantine/<dir>/<name> (adding a numeric suffix
+// if that name is taken), removes temporary files, rewrites v1alpha1 files as
+// v1beta1 and resets bad modes to 0600 (files) and 0700 (directories). Each
+// entry is examined again before it is changed, so an entry fixed since r
+// was made is left alone. moved lists the moved entries as "<dir>/<name>".
+// Every change is synced to disk. Run it with the kubelet stopped.
+func Repair(logger klog.Logger, kubeletDir string, r *Report) (moved []string, err error) {
+	if r == nil {
+		if r, err = Inspect(kubeletDir); err != nil {
+			return nil, err
+		}
+	}
+	root, err := openSafeRoot(kubeletDir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	dirs := map[string]*dir{}
+	for _, name := range []string{IntentsDir, RecordsDir} {
+		d, err := openInspectDir(root, kubeletDir, name)
+		if err != nil {
+			return nil, err
+		}
+		defer d.fs.Close()
+		dirs[name] = d
+	}
+	var errs []error
+	touched := map[string]bool{}
+	for _, f := range r.Files {
+		d, ok := dirs[f.Dir]
+		if !ok {
+			errs = append(errs, fmt.Errorf("report names unknown directory %q", f.Dir))
+			continue
+		}
+		if f.Name == "" {
+			if f.Problem == ProblemBadMode {
+				if err := root.Chmod(DirName+"/"+f.Dir, dirPerm); err != nil {
+					errs = append(errs, err)
+				}
+			}
+			continue
+		}
+		if f.Name != filepath.Base(f.Name) || f.Name == "." || f.Name == ".." {
+			errs = append(errs, fmt.Errorf("report names invalid entry %q", f.Name))
+			continue
+		}
+		now := currentProblem(d, f.Name)
+		if now == "" {
+			logger.Info("Entry no longer has a problem, leaving it", "dir", f.Dir, "name", f.Name, "reported", f.Problem)
+			continue
+		}
+		rel := f.Dir + "/" + f.Name
+		switch now {
+		case ProblemTempFile:
+			if err := root.Remove(DirName + "/" + rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+				continue
+			}
+			touched[DirName+"/"+f.Dir] = true
+			logger.Info("Removed temporary file", "dir", f.Dir, "name", f.Name)
+		case ProblemCorrupt, ProblemKeyMismatch, ProblemWrongKind, ProblemForeignFile, ProblemNotRegular:
+			dst, err := quarantine(root, f.Dir, f.Name)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("quarantining %s: %w", rel, err))
+				continue
+			}
+			touched[DirName+"/"+f.Dir] = true
+			touched[path.Dir(dst)] = true
+			moved = append(moved, rel)
+			logger.Info("Moved entry to quarantine", "dir", f.Dir, "name", f.Name, "problem", now, "to", dst)
+		case ProblemOldVersion:
+			if err := rewriteCurrent(d, f.Name); err != nil {
+				errs = append(errs, fmt.Errorf("rewriting %s: %w", rel, err))
+				continue
+			}
+			logger.Info("Rewrote file in the current version", "dir", f.Dir, "name", f.Name, "version", accessor.CurrentVersion)
+		case ProblemBadMode:
+			if err := root.Chmod(DirName+"/"+rel, filePerm); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	for p := range touched {
+		if err := syncIn(root, p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return moved, errors.Join(errs...)
+}
+
+// currentProblem examines name again.
+func currentProblem(d *dir, name string) Problem {
+	info, err := d.fs.Lstat(name)
+	if err != nil {
+		return ""
+	}
+	fr, _ := inspectEntry(d, name, info.Mode().Type())
+	return fr.Problem
+}
+
+// quarantine moves image_manager/<dir>/<name> to
+// image_manager/quarantine/<dir>/<name>, or <name>.N if that is taken, and
+// returns the new path relative to root.
+func quarantine(root *os.Root, dirName, name string) (string, error) {
+	qdir := DirName + "/" + QuarantineDir + "/" + dirName
+	for _, sub := range []string{DirName + "/" + QuarantineDir, qdir} {
+		if err := ensureDir(root, sub, true, true); err != nil {
+			return "", err
+		}
+	}
+	for i := 0; i < 1000; i++ {
+		dst := qdir + "/" + name
+		if i > 0 {
+			dst += "." + strconv.Itoa(i)
+		}
+		if _, err := root.Lstat(dst); err == nil {
+			continue
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		return dst, root.Rename(DirName+"/"+dirName+"/"+name, dst)
+	}
+	return "", fmt.Errorf("too many quarantined copies of %s", name)
+}
+
+// rewriteCurrent rewrites an old-version file as the current version in place.
+func rewriteCurrent(d *dir, name string) error {
+	data, err := d.readFile(name)
+	if err != nil {
+		return err
+	}
+	dec, err := d.decode(name, data)
+	if err != nil {
+		return err
+	}
+	if dec.Intent != nil {
+		data, err = accessor.EncodeIntent(dec.Intent)
+	} else {
+		data, err = accessor.EncodePulledRecord(dec.Record)
+	}
+	if err != nil {
+		return err
+	}
+	return d.put(name, data, true)
+}
+
+func syncIn(root *os.Root, p string) error {
+	f, err := root.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}

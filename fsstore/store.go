@@ -1,0 +1,471 @@
+package fsstore
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+
+	"k8s.io/klog/v2"
+
+	"github.com/pullrecords/pullrecords/accessor"
+)
+
+// Names of the store's directories, as the kubelet names them.
+const (
+	// DirName is the store's directory inside the kubelet root directory.
+	DirName = "image_manager"
+	// IntentsDir holds one file per image pull intent.
+	IntentsDir = "pulling"
+	// RecordsDir holds one file per image pulled record.
+	RecordsDir = "pulled"
+	// QuarantineDir is where Repair moves files it cannot use.
+	QuarantineDir = "quarantine"
+)
+
+const (
+	dirPerm  fs.FileMode = 0o700
+	filePerm fs.FileMode = 0o600
+	// maxFileSize bounds what the store reads from one file. The kubelet's
+	// records are a few KiB; a record with 100 secrets under 50 names is
+	// still far below this.
+	maxFileSize = 32 << 20
+	namePrefix  = "sha256-"
+	tempSuffix  = ".tmp"
+)
+
+// FileName returns the name of the file that stores key: "sha256-" followed
+// by the lowercase hex SHA-256 of the raw key, exactly as the kubelet names
+// it. For an intent the key is the pod's image string; for a pulled record
+// it is the imageRef.
+func FileName(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	var b [len(namePrefix) + 2*sha256.Size]byte
+	copy(b[:], namePrefix)
+	hex.Encode(b[len(namePrefix):], sum[:])
+	return string(b[:])
+}
+
+// Option configures New.
+type Option func(*options)
+
+type options struct {
+	noSync   bool
+	readOnly bool
+	workers  int
+	// wrap, when set, wraps each directory's file system (tests only).
+	wrap func(dir string, d dirFS) dirFS
+}
+
+// WithoutSync turns off every fsync of files and directories. Writes stay
+// atomic with respect to a process crash but may be lost, or leave an empty
+// file, on power loss. For tests and benchmarks only.
+func WithoutSync() Option { return func(o *options) { o.noSync = true } }
+
+// WithReadOnly opens the store without creating directories, migrating old
+// files or sweeping temporary files. Writes and deletes return ErrReadOnly.
+// The directories must exist.
+func WithReadOnly() Option { return func(o *options) { o.readOnly = true } }
+
+// withFS wraps the store's file-system access (tests only).
+func withFS(wrap func(dir string, d dirFS) dirFS) Option {
+	return func(o *options) { o.wrap = wrap }
+}
+
+// Store is the kubelet-compatible directory store. It implements
+// accessor.PullRecordsAccessor and accessor.RecordCounter. All methods are
+// safe for concurrent use.
+type Store struct {
+	opts    options
+	intents *dir
+	records *dir
+	locks   stripedLocks
+
+	life   sync.RWMutex // held for reading by every operation, for writing by Close
+	closed bool
+}
+
+var (
+	_ accessor.PullRecordsAccessor = (*Store)(nil)
+	_ accessor.RecordCounter       = (*Store)(nil)
+)
+
+// New opens the store in <kubeletDir>/image_manager, creating the directories
+// (0700, with parents) when they are missing. It reads both directories once:
+// it removes stray temporary files, rewrites v1alpha1 files as v1beta1, counts
+// the files and keeps what it decoded for the first list of each kind.
+func New(logger klog.Logger, kubeletDir string, opts ...Option) (*Store, error) {
+	o := options{workers: runtime.GOMAXPROCS(0)}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	intentsFS, recordsFS, err := openDirs(kubeletDir, !o.readOnly, !o.noSync)
+	if err != nil {
+		return nil, fmt.Errorf("opening pull records in %s: %w", kubeletDir, err)
+	}
+	base := filepath.Join(kubeletDir, DirName)
+	s := &Store{
+		opts:    o,
+		intents: newDir(IntentsDir, filepath.Join(base, IntentsDir), accessor.KindImagePullIntent, "image pull intents", intentsFS),
+		records: newDir(RecordsDir, filepath.Join(base, RecordsDir), accessor.KindImagePulledRecord, "image pulled records", recordsFS),
+	}
+	if o.wrap != nil {
+		s.intents.fs = o.wrap(IntentsDir, s.intents.fs)
+		s.records.fs = o.wrap(RecordsDir, s.records.fs)
+	}
+	for _, d := range []*dir{s.intents, s.records} {
+		if err := s.open(logger, d); err != nil {
+			s.intents.fs.Close()
+			s.records.fs.Close()
+			return nil, fmt.Errorf("opening pull records in %s: %w", kubeletDir, err)
+		}
+	}
+	return s, nil
+}
+
+// openDirs makes sure the store's directories exist (creating them when
+// create is set) and are real directories, not symbolic links, and opens them.
+func openDirs(kubeletDir string, create, sync bool) (intents, records *rootDir, err error) {
+	if create {
+		if err := mkdirAll(kubeletDir, sync); err != nil {
+			return nil, nil, err
+		}
+	}
+	root, err := os.OpenRoot(kubeletDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer root.Close()
+	for _, sub := range []string{DirName, DirName + "/" + IntentsDir, DirName + "/" + RecordsDir} {
+		if err := ensureDir(root, sub, create, sync); err != nil {
+			return nil, nil, err
+		}
+	}
+	intents, err = openRootDir(root, DirName+"/"+IntentsDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	records, err = openRootDir(root, DirName+"/"+RecordsDir)
+	if err != nil {
+		intents.Close()
+		return nil, nil, err
+	}
+	return intents, records, nil
+}
+
+// ensureDir checks that sub (a slash-separated path inside root) is a real
+// directory, creating it with mode 0700 when missing and create is set, and
+// syncing its parent after creating it when sync is set.
+func ensureDir(root *os.Root, sub string, create, sync bool) error {
+	fi, err := root.Lstat(sub)
+	if err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("%w: %s is %v", ErrUnsafeDir, filepath.Join(root.Name(), sub), fi.Mode().Type())
+		}
+		return nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) || !create {
+		return err
+	}
+	if err := root.Mkdir(sub, dirPerm); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return ensureDir(root, sub, false, sync)
+		}
+		return err
+	}
+	// Mkdir honours the umask; the kubelet's directories are 0700 exactly.
+	if err := root.Chmod(sub, dirPerm); err != nil {
+		return err
+	}
+	if !sync {
+		return nil
+	}
+	parent, err := root.Open(filepath.Dir(sub))
+	if err != nil {
+		return err
+	}
+	defer parent.Close()
+	if err := parent.Sync(); err != nil {
+		return err
+	}
+	if dirSynced != nil {
+		dirSynced(filepath.Join(root.Name(), filepath.Dir(sub)))
+	}
+	return nil
+}
+
+// dirSynced, when set (tests only), is told each directory synced after a
+// directory was created in it.
+var dirSynced func(dir string)
+
+// mkdirAll creates p and its missing parents with mode 0700, syncing each
+// parent after creating a directory in it when sync is set. p itself may be
+// a symbolic link to a directory: it is the caller's configuration, not data.
+func mkdirAll(p string, sync bool) error {
+	fi, err := os.Stat(p)
+	if err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("%s: %w", p, ErrUnsafeDir)
+		}
+		return nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	parent := filepath.Dir(p)
+	if parent != p {
+		if err := mkdirAll(parent, sync); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(p, dirPerm); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil
+		}
+		return err
+	}
+	if err := os.Chmod(p, dirPerm); err != nil {
+		return err
+	}
+	if !sync {
+		return nil
+	}
+	f, err := os.Open(parent)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if dirSynced != nil {
+		dirSynced(parent)
+	}
+	return nil
+}
+
+// Close releases the directories. Every later call returns ErrClosed.
+func (s *Store) Close() error {
+	s.life.Lock()
+	defer s.life.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	err1 := s.intents.fs.Close()
+	err2 := s.records.fs.Close()
+	return errors.Join(err1, err2)
+}
+
+// begin marks the start of an operation; the returned function ends it.
+func (s *Store) begin(write bool) (func(), error) {
+	if write && s.opts.readOnly {
+		return nil, ErrReadOnly
+	}
+	s.life.RLock()
+	if s.closed {
+		s.life.RUnlock()
+		return nil, ErrClosed
+	}
+	return s.life.RUnlock, nil
+}
+
+// ListImagePullIntents returns every readable intent, sorted by file name.
+// Unreadable files are reported in one *accessor.ListError.
+func (s *Store) ListImagePullIntents() ([]*accessor.ImagePullIntent, error) {
+	end, err := s.begin(false)
+	if err != nil {
+		return nil, err
+	}
+	defer end()
+	entries, err := s.intents.list(s.opts.workers)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*accessor.ImagePullIntent, 0, len(entries))
+	var errs []error
+	for _, e := range entries {
+		if e.err != nil {
+			errs = append(errs, e.err)
+			continue
+		}
+		out = append(out, e.dec.Intent)
+	}
+	if len(errs) > 0 {
+		return out, &accessor.ListError{What: s.intents.what, Errs: errs}
+	}
+	return out, nil
+}
+
+// ListImagePulledRecords returns every readable pulled record, sorted by file
+// name. Unreadable files are reported in one *accessor.ListError.
+func (s *Store) ListImagePulledRecords() ([]*accessor.ImagePulledRecord, error) {
+	end, err := s.begin(false)
+	if err != nil {
+		return nil, err
+	}
+	defer end()
+	entries, err := s.records.list(s.opts.workers)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*accessor.ImagePulledRecord, 0, len(entries))
+	var errs []error
+	for _, e := range entries {
+		if e.err != nil {
+			errs = append(errs, e.err)
+			continue
+		}
+		out = append(out, e.dec.Record)
+	}
+	if len(errs) > 0 {
+		return out, &accessor.ListError{What: s.records.what, Errs: errs}
+	}
+	return out, nil
+}
+
+// ImagePullIntentExists reports whether an intent for exactly image is
+// stored. A file whose content names another image is "not found"; an
+// unreadable file is an error.
+func (s *Store) ImagePullIntentExists(image string) (bool, error) {
+	if err := accessor.ValidateKey(image); err != nil {
+		return false, err
+	}
+	end, err := s.begin(false)
+	if err != nil {
+		return false, err
+	}
+	defer end()
+	dec, found, err := s.intents.get(FileName(image))
+	if err != nil || !found {
+		return false, err
+	}
+	return dec.Intent.Image == image, nil
+}
+
+// GetImagePulledRecord returns the record for imageRef: (nil, false, nil)
+// when there is no file or the file names another imageRef, and
+// (nil, true, err) when the file exists but cannot be used (for an
+// undecodable, oversized or non-regular file err is an
+// *accessor.CorruptRecordError) or cannot be read because of an I/O error
+// (err is then the wrapped I/O error, not a CorruptRecordError), so callers
+// fail safe either way.
+func (s *Store) GetImagePulledRecord(imageRef string) (*accessor.ImagePulledRecord, bool, error) {
+	if err := accessor.ValidateKey(imageRef); err != nil {
+		return nil, false, err
+	}
+	end, err := s.begin(false)
+	if err != nil {
+		return nil, false, err
+	}
+	defer end()
+	dec, found, err := s.records.get(FileName(imageRef))
+	if err != nil {
+		return nil, true, err
+	}
+	if !found || dec.Record.ImageRef != imageRef {
+		return nil, false, nil
+	}
+	return dec.Record, true, nil
+}
+
+// WriteImagePullIntent stores an intent for image, replacing any existing one.
+func (s *Store) WriteImagePullIntent(logger klog.Logger, image string) error {
+	if err := accessor.ValidateKey(image); err != nil {
+		return err
+	}
+	data, err := accessor.EncodeIntent(&accessor.ImagePullIntent{Image: image})
+	if err != nil {
+		return fmt.Errorf("encoding image pull intent: %w", err)
+	}
+	end, err := s.begin(true)
+	if err != nil {
+		return err
+	}
+	defer end()
+	return s.put(logger, s.intents, FileName(image), data)
+}
+
+// WriteImagePulledRecord stores record under record.ImageRef, replacing any
+// existing one. The time is stored as accessor.StorageTime gives it; a time
+// outside the years 0000-9999 UTC is rejected with accessor.ErrTimeOutOfRange
+// (RFC 3339 cannot hold it, so the file would not read back).
+func (s *Store) WriteImagePulledRecord(logger klog.Logger, record *accessor.ImagePulledRecord) error {
+	if record == nil {
+		return accessor.ErrNilRecord
+	}
+	if err := accessor.ValidateKey(record.ImageRef); err != nil {
+		return err
+	}
+	data, err := accessor.EncodePulledRecord(record.ForStorage())
+	if err != nil {
+		return fmt.Errorf("encoding image pulled record: %w", err)
+	}
+	end, err := s.begin(true)
+	if err != nil {
+		return err
+	}
+	defer end()
+	return s.put(logger, s.records, FileName(record.ImageRef), data)
+}
+
+// DeleteImagePullIntent removes the intent for image. A missing intent is not
+// an error.
+func (s *Store) DeleteImagePullIntent(logger klog.Logger, image string) error {
+	if err := accessor.ValidateKey(image); err != nil {
+		return err
+	}
+	end, err := s.begin(true)
+	if err != nil {
+		return err
+	}
+	defer end()
+	return s.remove(logger, s.intents, FileName(image))
+}
+
+// DeleteImagePulledRecord removes the record for imageRef. A missing record
+// is not an error.
+func (s *Store) DeleteImagePulledRecord(logger klog.Logger, imageRef string) error {
+	if err := accessor.ValidateKey(imageRef); err != nil {
+		return err
+	}
+	end, err := s.begin(true)
+	if err != nil {
+		return err
+	}
+	defer end()
+	return s.remove(logger, s.records, FileName(imageRef))
+}
+
+// CountImagePullIntents returns the number of intent files, readable or not,
+// without touching the disk.
+func (s *Store) CountImagePullIntents() int { return s.intents.count() }
+
+// CountImagePulledRecords returns the number of pulled record files, readable
+// or not, without touching the disk.
+func (s *Store) CountImagePulledRecords() int { return s.records.count() }
+
+func (s *Store) put(logger klog.Logger, d *dir, name string, data []byte) error {
+	unlock := s.locks.lock(name)
+	defer unlock()
+	if err := d.put(name, data, !s.opts.noSync); err != nil {
+		return fmt.Errorf("writing %s: %w", filepath.Join(d.path, name), err)
+	}
+	logger.V(5).Info("Wrote pull record file", "dir", d.name, "file", name)
+	return nil
+}
+
+func (s *Store) remove(logger klog.Logger, d *dir, name string) error {
+	unlock := s.locks.lock(name)
+	defer unlock()
+	if err := d.remove(name, !s.opts.noSync); err != nil {
+		return fmt.Errorf("removing %s: %w", filepath.Join(d.path, name), err)
+	}
+	logger.V(5).Info("Removed pull record file", "dir", d.name, "file", name)
+	return nil
+}
