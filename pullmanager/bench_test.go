@@ -1,0 +1,319 @@
+package pullmanager
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/go-logr/logr"
+
+	"github.com/pullrecords/pullrecords/accessor"
+	"github.com/pullrecords/pullrecords/fsstore"
+	"github.com/pullrecords/pullrecords/memstore"
+)
+
+// Benchmarks mirror the kubelet's (facts §6): MustAttemptImagePull hits
+// (node-wide records under test.repo/org/<id>, AlwaysVerify) and misses (no
+// record), 50..2,000 stored records extended to 20,000 and 100,000, serial
+// and RunParallel; plus a secret match among 50 cached secrets, the durable
+// pull cycle with fsync on, and start-up. The store is always the memstore
+// cache over fsstore. Fixtures are built once per size (without fsync) in a
+// directory removed at the end of the run.
+
+var benchRecordCounts = []int{50, 100, 200, 500, 2_000, 20_000, 100_000}
+
+const benchRequests = 4000
+
+var (
+	fixtureMu   sync.Mutex
+	fixtureRoot string
+	fixtures    = map[string]string{}
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if fixtureRoot != "" {
+		os.RemoveAll(fixtureRoot)
+	}
+	os.Exit(code)
+}
+
+func benchImage(i int) string { return fmt.Sprintf("test.repo/org/img-%08d:latest", i) }
+
+// benchRef returns a digest-shaped imageRef, as random as a real one.
+func benchRef(i int) string {
+	sum := sha256.Sum256([]byte(strconv.Itoa(i)))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// fixture returns a kubelet directory holding records node-wide records and
+// intents intents (which match no runtime image), built once per shape.
+func fixture(b *testing.B, records, intents int) string {
+	b.Helper()
+	fixtureMu.Lock()
+	defer fixtureMu.Unlock()
+	name := fmt.Sprintf("r%d-i%d", records, intents)
+	if dir, ok := fixtures[name]; ok {
+		return dir
+	}
+	if fixtureRoot == "" {
+		root, err := os.MkdirTemp("", "pullmanager-bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		fixtureRoot = root
+	}
+	dir := filepath.Join(fixtureRoot, name)
+	store, err := fsstore.New(logr.Discard(), dir, fsstore.WithoutSync())
+	if err != nil {
+		b.Fatal(err)
+	}
+	logger := logr.Discard()
+	at := accessor.StorageTime(t0)
+	for i := range records {
+		key, _ := NormalizeImageName(benchImage(i))
+		r := &accessor.ImagePulledRecord{LastUpdatedTime: at, ImageRef: benchRef(i),
+			CredentialMapping: map[string]accessor.ImagePullCredentials{key: {NodePodsAccessible: true}}}
+		if err := store.WriteImagePulledRecord(logger, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := range intents {
+		if err := store.WriteImagePullIntent(logger, fmt.Sprintf("leftover.repo/app-%d:1", i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	fixtures[name] = dir
+	return dir
+}
+
+func benchManager(b *testing.B, dir string, policy VerificationPolicy, opts ...fsstore.Option) (*PullManager, *memstore.Cache) {
+	b.Helper()
+	fs, err := fsstore.New(logr.Discard(), dir, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cache, err := memstore.NewCache(logr.Discard(), fs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := NewImagePullCredentialVerificationPolicy(policy, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := logr.NewContext(context.Background(), logr.Discard())
+	m, err := NewImagePullManager(ctx, cache, p, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m, cache
+}
+
+var noPodCreds GetPodCredentials = func() ([]accessor.ImagePullSecret, *accessor.ImagePullServiceAccount, error) {
+	return nil, nil, nil
+}
+
+type benchRequest struct{ image, ref string }
+
+func BenchmarkMustAttemptImagePull(b *testing.B) {
+	ctx := logr.NewContext(context.Background(), logr.Discard())
+	for _, kind := range []string{"hit", "miss"} {
+		b.Run(kind, func(b *testing.B) {
+			for _, n := range benchRecordCounts {
+				b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
+					benchCheck(b, ctx, kind, n)
+				})
+			}
+		})
+	}
+}
+
+func benchCheck(b *testing.B, ctx context.Context, kind string, n int) {
+	m, _ := benchManager(b, fixture(b, n, 0), AlwaysVerify, fsstore.WithoutSync())
+	reqs := make([]benchRequest, benchRequests)
+	for i := range reqs {
+		j := (i * 7919) % n
+		reqs[i] = benchRequest{benchImage(j), benchRef(j)}
+		if kind == "miss" {
+			reqs[i].ref = benchRef(n + i)
+		}
+	}
+	want := kind == "miss"
+	for _, r := range reqs { // warm the name cache, check the fixture
+		if got, _ := m.MustAttemptImagePull(ctx, r.image, r.ref, noPodCreds); got != want {
+			b.Fatalf("%s %s: must pull %v", kind, r.image, got)
+		}
+	}
+	runtime.GC() // do not time the collection of the fixture's garbage
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			r := reqs[i%len(reqs)]
+			if got, _ := m.MustAttemptImagePull(ctx, r.image, r.ref, noPodCreds); got != want {
+				b.Fatal("wrong answer")
+			}
+			i++
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			i := 0
+			for pb.Next() {
+				r := reqs[i%len(reqs)]
+				if got, _ := m.MustAttemptImagePull(ctx, r.image, r.ref, noPodCreds); got != want {
+					panic("wrong answer")
+				}
+				i++
+			}
+		})
+	})
+}
+
+// BenchmarkMustAttemptImagePullWithMetrics: a hit at 2,000 records with
+// every metric on (the check counter, the latency histogram, the lookup
+// counters); it must not allocate either.
+func BenchmarkMustAttemptImagePullWithMetrics(b *testing.B) {
+	ctx := logr.NewContext(context.Background(), logr.Discard())
+	fs, err := fsstore.New(logr.Discard(), fixture(b, 2_000, 0), fsstore.WithoutSync())
+	if err != nil {
+		b.Fatal(err)
+	}
+	cache, err := memstore.NewCache(logr.Discard(), fs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, _ := NewImagePullCredentialVerificationPolicy(AlwaysVerify, nil)
+	m, err := NewImagePullManager(ctx, cache, p, nil, WithMetrics(NewMetrics()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	image, ref := benchImage(7), benchRef(7)
+	if got, _ := m.MustAttemptImagePull(ctx, image, ref, noPodCreds); got {
+		b.Fatal("fixture: must pull")
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if got, _ := m.MustAttemptImagePull(ctx, image, ref, noPodCreds); got {
+			b.Fatal("wrong answer")
+		}
+	}
+}
+
+// BenchmarkMustAttemptImagePullSecretMatch: the pod's secret is the last of
+// 50 cached secrets (hash and coordinates match: no write).
+func BenchmarkMustAttemptImagePullSecretMatch(b *testing.B) {
+	ctx := logr.NewContext(context.Background(), logr.Discard())
+	m, cache := benchManager(b, filepath.Join(b.TempDir(), "kubelet"), AlwaysVerify, fsstore.WithoutSync())
+	var secrets []accessor.ImagePullSecret
+	for i := range 50 {
+		secrets = append(secrets, secret(fmt.Sprintf("uid-%02d", i), "team", fmt.Sprintf("s%02d", i), fmt.Sprintf("hash-%02d", i)))
+	}
+	const image, ref = "registry.example/team/app:v1", "sha256:secretmatch"
+	if err := cache.WriteImagePulledRecord(logr.Discard(), rec(ref, t0, map[string]accessor.ImagePullCredentials{
+		"registry.example/team/app": {KubernetesSecrets: secrets}})); err != nil {
+		b.Fatal(err)
+	}
+	pod := []accessor.ImagePullSecret{secrets[49]}
+	get := func() ([]accessor.ImagePullSecret, *accessor.ImagePullServiceAccount, error) { return pod, nil, nil }
+	if got, _ := m.MustAttemptImagePull(ctx, image, ref, get); got {
+		b.Fatal("secret not matched")
+	}
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if got, _ := m.MustAttemptImagePull(ctx, image, ref, get); got {
+				b.Fatal("wrong answer")
+			}
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if got, _ := m.MustAttemptImagePull(ctx, image, ref, get); got {
+					panic("wrong answer")
+				}
+			}
+		})
+	})
+}
+
+// BenchmarkDurablePullCycle: RecordPullIntent, then RecordImagePulled of a
+// new imageRef (which removes the intent), with fsync on.
+func BenchmarkDurablePullCycle(b *testing.B) {
+	ctx := logr.NewContext(context.Background(), logr.Discard())
+	for _, n := range []int{2_000, 20_000} {
+		src := fixture(b, n, 0)
+		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
+			dir := filepath.Join(b.TempDir(), "kubelet")
+			copyTree(b, src, dir)
+			m, _ := benchManager(b, dir, NeverVerifyPreloadedImages)
+			logger := logr.Discard()
+			creds := &accessor.ImagePullCredentials{KubernetesSecrets: []accessor.ImagePullSecret{secret("u", "ns", "s", "h")}}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				image := fmt.Sprintf("new.repo/app-%d:1", i)
+				if err := m.RecordPullIntent(logger, image); err != nil {
+					b.Fatal(err)
+				}
+				m.RecordImagePulled(ctx, image, fmt.Sprintf("sha256:new%060d", i), creds)
+				i++
+			}
+		})
+	}
+}
+
+// BenchmarkStartup: fsstore.New + memstore.NewCache + NewImagePullManager
+// over 10,000 records and 100 leftover intents.
+func BenchmarkStartup(b *testing.B) {
+	dir := fixture(b, 10_000, 100)
+	ctx := logr.NewContext(context.Background(), logr.Discard())
+	policy, _ := NewImagePullCredentialVerificationPolicy(NeverVerifyPreloadedImages, nil)
+	runtime := &fakeImages{images: []Image{{ID: "sha256:other", RepoTags: []string{"docker.io/library/other:1"}}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		fs, err := fsstore.New(logr.Discard(), dir, fsstore.WithoutSync())
+		if err != nil {
+			b.Fatal(err)
+		}
+		cache, err := memstore.NewCache(logr.Discard(), fs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := NewImagePullManager(ctx, cache, policy, runtime); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func copyTree(b *testing.B, src, dst string) {
+	b.Helper()
+	err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o700)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, data, 0o600)
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+}

@@ -1,0 +1,297 @@
+package pullmanager
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/pullrecords/pullrecords/accessor"
+)
+
+const (
+	imgX   = "registry.example/team/app:v1"
+	keyX   = "registry.example/team/app"
+	imgY   = "other.example/mirror/app:v1"
+	keyY   = "other.example/mirror/app"
+	refA   = "sha256:aaaa"
+	hashOK = "hash-ok"
+)
+
+// TestMustAttemptImagePull covers every step of the 14-step decision
+// (facts §4.5), whether the pod's credentials were asked for, the result
+// label, and the record after the check (check-time writes).
+func TestMustAttemptImagePull(t *testing.T) {
+	s1 := secret("uid1", "ns1", "pull1", hashOK)
+	many := func(n int) []accessor.ImagePullSecret {
+		out := make([]accessor.ImagePullSecret, n)
+		for i := range out {
+			out[i] = secret(fmt.Sprintf("u%03d", i), "ns", fmt.Sprintf("s%03d", i), fmt.Sprintf("h%03d", i))
+		}
+		return out
+	}
+	withSecrets := func(ss ...accessor.ImagePullSecret) map[string]accessor.ImagePullCredentials {
+		return map[string]accessor.ImagePullCredentials{keyX: {KubernetesSecrets: ss}}
+	}
+	type row struct {
+		name       string
+		policy     VerificationPolicy
+		allowlist  []string
+		protect    bool
+		record     *accessor.ImagePulledRecord
+		intent     string // stored intent
+		inFlight   string // RecordPullIntent made by this process
+		fail       map[string]error
+		image      string
+		imageRef   string
+		podSecrets []accessor.ImagePullSecret
+		podSA      *accessor.ImagePullServiceAccount
+		podErr     error
+
+		want          bool
+		wantErr       bool
+		wantCredCalls int
+		wantResult    string // "" = no metric recorded
+		wantRecord    *accessor.ImagePulledRecord
+	}
+	rows := []row{
+		{name: "step 1: image not present", policy: AlwaysVerify, image: imgX, imageRef: "", want: true},
+		{name: "step 3: record read error fails safe", policy: NeverVerify, image: imgX, imageRef: refA,
+			fail: map[string]error{"GetImagePulledRecord": errInjected}, want: true, wantResult: ResultError},
+		{name: "step 3: intent read error fails safe", policy: NeverVerify, image: imgX, imageRef: refA,
+			fail: map[string]error{"ImagePullIntentExists": errInjected}, want: true, wantResult: ResultError},
+		{name: "step 3: in-flight count answers without reading the intent", policy: NeverVerifyPreloadedImages,
+			inFlight: imgX, fail: map[string]error{"ImagePullIntentExists": errInjected}, image: imgX, imageRef: refA,
+			want: true, wantResult: ResultMustAuthenticate},
+		{name: "step 5: NeverVerify with only an intent", policy: NeverVerify, intent: imgX, image: imgX, imageRef: refA,
+			want: false, wantResult: ResultCredentialPolicyAllowed},
+		{name: "step 5: preloaded image under NeverVerifyPreloadedImages", policy: NeverVerifyPreloadedImages,
+			image: imgX, imageRef: refA, want: false, wantResult: ResultCredentialPolicyAllowed},
+		{name: "step 5: allowlisted image pulled with a secret", policy: NeverVerifyAllowlistedImages,
+			allowlist: []string{"registry.example/team/*"}, record: rec(refA, t0, withSecrets(s1)),
+			image: imgX, imageRef: refA, want: false, wantResult: ResultCredentialPolicyAllowed},
+		{name: "step 6: NeverVerifyPreloadedImages with only an intent", policy: NeverVerifyPreloadedImages,
+			intent: imgX, image: imgX, imageRef: refA, want: true, wantResult: ResultMustAuthenticate},
+		{name: "step 6: AlwaysVerify without records", policy: AlwaysVerify, image: imgX, imageRef: refA,
+			want: true, wantResult: ResultMustAuthenticate},
+		{name: "step 7: unparsable image name", policy: AlwaysVerify, record: rec(refA, t0, withSecrets(s1)),
+			image: "UPPER/Case:bad", imageRef: refA, want: true, wantResult: ResultError},
+		{name: "step 8: record only under another name", policy: AlwaysVerify,
+			record: rec(refA, t0, map[string]accessor.ImagePullCredentials{keyY: {KubernetesSecrets: []accessor.ImagePullSecret{s1}}}),
+			image:  imgX, imageRef: refA, podSecrets: []accessor.ImagePullSecret{s1}, want: true, wantResult: ResultMustAuthenticate},
+		{name: "step 8: empty mapping", policy: AlwaysVerify, record: rec(refA, t0, nil),
+			image: imgX, imageRef: refA, want: true, wantResult: ResultMustAuthenticate},
+		{name: "step 9: node-wide entry, credentials never asked", policy: AlwaysVerify,
+			record: rec(refA, t0, map[string]accessor.ImagePullCredentials{keyX: {NodePodsAccessible: true}}),
+			image:  imgX, imageRef: refA, want: false, wantResult: ResultCredentialRecordFound},
+		{name: "step 9: familiar name matches the normalised key", policy: AlwaysVerify,
+			record: rec(refA, t0, map[string]accessor.ImagePullCredentials{"docker.io/library/busybox": {NodePodsAccessible: true}}),
+			image:  "busybox", imageRef: refA, want: false, wantResult: ResultCredentialRecordFound},
+		{name: "step 10: entry without credentials", policy: AlwaysVerify,
+			record: rec(refA, t0, map[string]accessor.ImagePullCredentials{keyX: {}}),
+			image:  imgX, imageRef: refA, want: true, wantResult: ResultMustAuthenticate},
+		{name: "step 11: getPodCredentials fails", policy: AlwaysVerify, record: rec(refA, t0, withSecrets(s1)),
+			image: imgX, imageRef: refA, podErr: errInjected,
+			want: true, wantErr: true, wantCredCalls: 1, wantResult: ResultError},
+		{name: "step 12: same secret", policy: AlwaysVerify, record: rec(refA, t0, withSecrets(s1)),
+			image: imgX, imageRef: refA, podSecrets: []accessor.ImagePullSecret{s1},
+			want: false, wantCredCalls: 1, wantResult: ResultCredentialRecordFound,
+			wantRecord: rec(refA, t0, withSecrets(s1))},
+		{name: "step 12: same hash, other coordinates, written", policy: AlwaysVerify, record: rec(refA, t0, withSecrets(s1)),
+			image: imgX, imageRef: refA, podSecrets: []accessor.ImagePullSecret{secret("uid0", "ans", "copy", hashOK)},
+			want: false, wantCredCalls: 1, wantResult: ResultCredentialRecordFound,
+			wantRecord: rec(refA, t0.Add(1e9), withSecrets(secret("uid0", "ans", "copy", hashOK), s1))},
+		{name: "step 12: same coordinates, rotated hash, written", policy: AlwaysVerify, record: rec(refA, t0, withSecrets(s1)),
+			image: imgX, imageRef: refA, podSecrets: []accessor.ImagePullSecret{secret("uid1", "ns1", "pull1", "rotated")},
+			want: false, wantCredCalls: 1, wantResult: ResultCredentialRecordFound,
+			wantRecord: rec(refA, t0.Add(1e9), withSecrets(secret("uid1", "ns1", "pull1", "rotated")))},
+		{name: "step 12: empty hashes, same coordinates", policy: AlwaysVerify,
+			record: rec(refA, t0, withSecrets(secret("uid1", "ns1", "pull1", ""))),
+			image:  imgX, imageRef: refA, podSecrets: []accessor.ImagePullSecret{secret("uid1", "ns1", "pull1", "")},
+			want: false, wantCredCalls: 1, wantResult: ResultCredentialRecordFound},
+		{name: "step 12: empty hashes, other coordinates", policy: AlwaysVerify,
+			record: rec(refA, t0, withSecrets(secret("uid1", "ns1", "pull1", ""))),
+			image:  imgX, imageRef: refA, podSecrets: []accessor.ImagePullSecret{secret("uid2", "ns1", "pull2", "")},
+			want: true, wantCredCalls: 1, wantResult: ResultMustAuthenticate},
+		{name: "step 12: hash match at the 100 limit is accepted but not written", policy: AlwaysVerify,
+			record: rec(refA, t0, withSecrets(many(100)...)),
+			image:  imgX, imageRef: refA, podSecrets: []accessor.ImagePullSecret{secret("new", "new", "new", "h050")},
+			want: false, wantCredCalls: 1, wantResult: ResultCredentialRecordFound,
+			wantRecord: rec(refA, t0, withSecrets(many(100)...))},
+		{name: "step 12: coordinates match at the 100 limit is not accepted", policy: AlwaysVerify,
+			record: rec(refA, t0, withSecrets(many(100)...)),
+			image:  imgX, imageRef: refA, podSecrets: []accessor.ImagePullSecret{secret("u050", "ns", "s050", "rotated")},
+			want: true, wantCredCalls: 1, wantResult: ResultMustAuthenticate,
+			wantRecord: rec(refA, t0, withSecrets(many(100)...))},
+		{name: "step 12: coordinates match below the limit (99)", policy: AlwaysVerify,
+			record: rec(refA, t0, withSecrets(many(99)...)),
+			image:  imgX, imageRef: refA, podSecrets: []accessor.ImagePullSecret{secret("u050", "ns", "s050", "rotated")},
+			want: false, wantCredCalls: 1, wantResult: ResultCredentialRecordFound},
+		{name: "step 12: check-time write failure does not change the answer", policy: AlwaysVerify,
+			record: rec(refA, t0, withSecrets(s1)), fail: map[string]error{"WriteImagePulledRecord": errInjected},
+			image: imgX, imageRef: refA, podSecrets: []accessor.ImagePullSecret{secret("uid9", "ns9", "n9", hashOK)},
+			want: false, wantCredCalls: 1, wantResult: ResultCredentialRecordFound,
+			wantRecord: rec(refA, t0, withSecrets(s1))},
+		{name: "step 13: service account match", policy: AlwaysVerify,
+			record: rec(refA, t0, map[string]accessor.ImagePullCredentials{keyX: {
+				KubernetesSecrets:         []accessor.ImagePullSecret{s1},
+				KubernetesServiceAccounts: []accessor.ImagePullServiceAccount{sa("sauid", "ns1", "default")}}}),
+			image: imgX, imageRef: refA, podSA: &accessor.ImagePullServiceAccount{UID: "sauid", Namespace: "ns1", Name: "default"},
+			want: false, wantCredCalls: 1, wantResult: ResultCredentialRecordFound},
+		{name: "step 13: service account with another UID", policy: AlwaysVerify,
+			record: rec(refA, t0, map[string]accessor.ImagePullCredentials{keyX: {
+				KubernetesServiceAccounts: []accessor.ImagePullServiceAccount{sa("sauid", "ns1", "default")}}}),
+			image: imgX, imageRef: refA, podSA: &accessor.ImagePullServiceAccount{UID: "other", Namespace: "ns1", Name: "default"},
+			want: true, wantCredCalls: 1, wantResult: ResultMustAuthenticate},
+		{name: "step 14: pod without credentials", policy: AlwaysVerify, record: rec(refA, t0, withSecrets(s1)),
+			image: imgX, imageRef: refA, want: true, wantCredCalls: 1, wantResult: ResultMustAuthenticate},
+		{name: "step 14: pod with other secret", policy: AlwaysVerify, record: rec(refA, t0, withSecrets(s1)),
+			image: imgX, imageRef: refA, podSecrets: []accessor.ImagePullSecret{secret("u", "n", "m", "wrong")},
+			want: true, wantCredCalls: 1, wantResult: ResultMustAuthenticate},
+		// kubernetes#138175: preloaded X, the same content pulled as Y with a secret.
+		{name: "kubernetes#138175 upstream: preloaded name poisoned", policy: NeverVerifyPreloadedImages,
+			record: rec(refA, t0, map[string]accessor.ImagePullCredentials{keyY: {KubernetesSecrets: []accessor.ImagePullSecret{s1}}}),
+			image:  imgX, imageRef: refA, want: true, wantResult: ResultMustAuthenticate},
+		{name: "kubernetes#138175 fixed: preloaded name stays usable", policy: NeverVerifyPreloadedImages, protect: true,
+			record: rec(refA, t0, map[string]accessor.ImagePullCredentials{keyY: {KubernetesSecrets: []accessor.ImagePullSecret{s1}}}),
+			image:  imgX, imageRef: refA, want: false, wantResult: ResultCredentialPolicyAllowed},
+		{name: "kubernetes#138175 fixed: the pulled name still needs credentials", policy: NeverVerifyPreloadedImages, protect: true,
+			record: rec(refA, t0, map[string]accessor.ImagePullCredentials{keyY: {KubernetesSecrets: []accessor.ImagePullSecret{s1}}}),
+			image:  imgY, imageRef: refA, want: true, wantCredCalls: 1, wantResult: ResultMustAuthenticate},
+		{name: "kubernetes#138175 fixed: an intent for the name still counts", policy: NeverVerifyPreloadedImages, protect: true,
+			intent: imgX,
+			record: rec(refA, t0, map[string]accessor.ImagePullCredentials{keyY: {KubernetesSecrets: []accessor.ImagePullSecret{s1}}}),
+			image:  imgX, imageRef: refA, want: true, wantResult: ResultMustAuthenticate},
+	}
+	for _, tc := range rows {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, logger := testCtx(t)
+			store := newFakeStore()
+			if tc.record != nil {
+				store.records[tc.record.ImageRef] = tc.record.ForStorage()
+			}
+			if tc.intent != "" {
+				store.intents[tc.intent] = true
+			}
+			metrics := NewMetrics()
+			m, clk := newTestManager(t, store, mustPolicy(t, tc.policy, tc.allowlist...),
+				WithMetrics(metrics), WithPreloadedImageProtection(tc.protect))
+			if tc.inFlight != "" {
+				if err := m.RecordPullIntent(logger, tc.inFlight); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for k, v := range tc.fail {
+				store.setFail(k, v)
+			}
+			clk.Step(1e9)
+			calls := 0
+			got, err := m.MustAttemptImagePull(ctx, tc.image, tc.imageRef, podCreds(&calls, tc.podSecrets, tc.podSA, tc.podErr))
+			if got != tc.want {
+				t.Errorf("MustAttemptImagePull = %v, want %v", got, tc.want)
+			}
+			if (err != nil) != tc.wantErr {
+				t.Errorf("error = %v, want error %v", err, tc.wantErr)
+			}
+			if tc.wantErr && !errors.Is(err, errInjected) {
+				t.Errorf("error %v does not wrap the credentials error", err)
+			}
+			if calls != tc.wantCredCalls {
+				t.Errorf("getPodCredentials called %d times, want %d", calls, tc.wantCredCalls)
+			}
+			wantCounts := map[string]float64{}
+			if tc.wantResult != "" {
+				wantCounts[tc.wantResult] = 1
+			}
+			if diff := cmp.Diff(wantCounts, checkCounts(metrics)); diff != "" {
+				t.Errorf("check results (-want +got):\n%s", diff)
+			}
+			if tc.wantRecord != nil {
+				store.setFail("GetImagePulledRecord", nil)
+				if diff := cmp.Diff(tc.wantRecord.ForStorage(), store.record(tc.imageRef)); diff != "" {
+					t.Errorf("record after the check (-want +got):\n%s", diff)
+				}
+			}
+		})
+	}
+}
+
+// TestMustAttemptImagePullWithoutPeeker runs a hit and a miss through a store
+// that only has the eight accessor methods (copies on every read).
+func TestMustAttemptImagePullWithoutPeeker(t *testing.T) {
+	ctx, _ := testCtx(t)
+	store := newFakeStore()
+	store.records[refA] = rec(refA, t0, map[string]accessor.ImagePullCredentials{keyX: {NodePodsAccessible: true}}).ForStorage()
+	m, _ := newTestManager(t, plainStore{store}, mustPolicy(t, AlwaysVerify))
+	if m.peeker != nil || m.counter != nil {
+		t.Fatal("plainStore should hide the optional interfaces")
+	}
+	calls := 0
+	if got, _ := m.MustAttemptImagePull(ctx, imgX, refA, podCreds(&calls, nil, nil, nil)); got {
+		t.Error("node-wide record: got must pull")
+	}
+	if got, _ := m.MustAttemptImagePull(ctx, imgY, refA, podCreds(&calls, nil, nil, nil)); !got {
+		t.Error("other name: got no pull")
+	}
+	if calls != 0 {
+		t.Errorf("credentials asked %d times", calls)
+	}
+}
+
+// intentHookStore runs a hook when the manager asks whether an intent exists.
+type intentHookStore struct {
+	*fakeStore
+	hook func()
+}
+
+func (s *intentHookStore) ImagePullIntentExists(image string) (bool, error) {
+	if s.hook != nil {
+		h := s.hook
+		s.hook = nil
+		h()
+	}
+	return s.fakeStore.ImagePullIntentExists(image)
+}
+
+// TestLockFreeCheckNeverMissesRecordAndIntent: a pull is recorded (record
+// written, then intent dropped) between the check's record read and its
+// intent read. Upstream's locks prevent this interleaving; the lock-free
+// check must still see the pull (here: through its second record read), or
+// the image would look preloaded and a pod without credentials would be let
+// in under NeverVerifyPreloadedImages.
+func TestLockFreeCheckNeverMissesRecordAndIntent(t *testing.T) {
+	ctx, _ := testCtx(t)
+	fs := newFakeStore()
+	fs.intents[imgX] = true // left by the process that started the pull
+	store := &intentHookStore{fakeStore: fs}
+	m, _ := newTestManager(t, store, mustPolicy(t, NeverVerifyPreloadedImages))
+	store.hook = func() {
+		m.RecordImagePulled(ctx, imgX, refA, &accessor.ImagePullCredentials{
+			KubernetesSecrets: []accessor.ImagePullSecret{secret("u", "team", "s", "h")}})
+	}
+	calls := 0
+	got, err := m.MustAttemptImagePull(ctx, imgX, refA, podCreds(&calls, nil, nil, nil))
+	if err != nil || !got {
+		t.Fatalf("check = %v, %v; want must pull (the image was pulled with a secret)", got, err)
+	}
+	if fs.hasIntent(imgX) || fs.record(refA) == nil {
+		t.Fatal("the hook did not record the pull")
+	}
+	if calls != 1 {
+		t.Errorf("credentials asked %d times, want 1", calls)
+	}
+}
+
+// TestNilGetPodCredentials: a nil GetPodCredentials means the pod has no
+// credentials (upstream would panic).
+func TestNilGetPodCredentials(t *testing.T) {
+	ctx, _ := testCtx(t)
+	store := newFakeStore()
+	store.records[refA] = rec(refA, t0, map[string]accessor.ImagePullCredentials{
+		keyX: {KubernetesSecrets: []accessor.ImagePullSecret{secret("u", "n", "s", "h")}}}).ForStorage()
+	m, _ := newTestManager(t, store, mustPolicy(t, AlwaysVerify))
+	if got, err := m.MustAttemptImagePull(ctx, imgX, refA, nil); !got || err != nil {
+		t.Errorf("MustAttemptImagePull(nil creds func) = %v, %v; want true, nil", got, err)
+	}
+}

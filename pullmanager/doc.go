@@ -1,0 +1,124 @@
+// Package pullmanager decides, for a pod that asks for an image already on
+// the node, whether the pod must prove to the registry that its own
+// credentials can pull the image ("ensure secret pulled images", KEP-2535).
+// It also holds the credential verification policies, the allowlist, the
+// no-op manager for nodes with the feature off, and the manager's metrics.
+//
+// # Flow
+//
+// A kubelet (or a runtime shim) calls RecordPullIntent before a pull, then
+// exactly one of RecordImagePulled or RecordImagePullFailed. Before starting
+// a container whose image is present it calls MustAttemptImagePull; true
+// means "pull with the pod's credentials first". After image garbage
+// collection it calls PruneUnknownRecords.
+//
+// # Guarantees
+//
+//   - Decision order is the upstream kubelet's, step for step: an absent
+//     image must be pulled; then "pulled by the kubelet" is a pulled record
+//     for the imageRef, an in-flight pull of the image string in this
+//     process, or a stored intent for it; the policy is asked before the
+//     record's content; no record, no mapping entry for the image's
+//     normalised name, or an entry without credentials mean "must pull"; a
+//     node-wide entry means "no pull"; only then are the pod's credentials
+//     fetched (lazily, once); a pod secret is accepted when its hash equals a
+//     cached non-empty hash, or when its UID, namespace and name equal a
+//     cached secret's while the entry has fewer than 100 secrets (a rotated
+//     secret is trusted), and the accepted secret is added to the entry
+//     under the same limit; finally a pod service account equal to a cached
+//     one on UID, namespace and name is accepted.
+//   - Records are created and merged with the kubelet's rules (node-wide
+//     access is sticky; secrets keyed by UID/namespace/name, newest hash
+//     wins, sorted; service accounts unioned and sorted; the first entry is
+//     stored as given; LastUpdatedTime moves only on change; nil credentials
+//     create a record with an empty mapping but never change an existing
+//     one). Intents are counted per raw image string; an intent is kept when
+//     its pulled record cannot be written.
+//   - Fail safe: any error reading records during a check means "must pull"
+//     (true, nil, result "error"). Only an error from getPodCredentials is
+//     returned. A record is never changed in place: records read from a
+//     RecordPeeker are shared with the store's cache and are copied before
+//     any merge.
+//   - Policies and allowlist behave as the kubelet's; allowlist entries match
+//     the normalised image name (kubernetes#137629).
+//
+// # Deliberate differences from the kubelet
+//
+//   - Writes a check makes (adding an accepted pod secret to a record) run
+//     under the record's lock on a fresh read of the record, and the
+//     100-secret limit is checked again on that read. Upstream decides to
+//     write on the copy it read before dropping its locks, so a write can
+//     pass the limit when another pull added secrets in between.
+//   - Lock stripes are picked with hash % len(stripes) and any stripe count
+//     is accepted (kubernetes#138935: a count above 31 panicked).
+//   - Start-up recovery normalises both the leftover intent strings and the
+//     runtime's RepoTags/RepoDigests before matching them, so the intent
+//     "busybox" matches "docker.io/library/busybox:latest". Upstream compares
+//     raw strings and keeps such intents for ever, which marks the image as
+//     pulled by the kubelet. As upstream, counters are not rebuilt and
+//     intents that match nothing stay.
+//   - PruneUnknownRecords lists without a lock, then deletes record by record
+//     under each record's own lock after re-reading it (a record refreshed
+//     meanwhile is kept). Upstream holds every record lock for the whole
+//     prune, blocking all checks.
+//   - LastUpdatedTime is set at whole-second precision, as stores keep it, so
+//     pruning compares the same whether a record came from memory or disk.
+//   - NewImagePullCredentialVerificationPolicy rejects an allowlist given
+//     with a policy other than NeverVerifyAllowlistedImages (upstream checks
+//     this in kubelet configuration validation, not in the constructor).
+//   - A nil GetPodCredentials means the pod has no credentials (upstream
+//     would call it and panic).
+//   - The on-disk gauges are set at start-up as well, from the store's
+//     accessor.RecordCounter (O(1)), never from a directory scan.
+//   - WithPreloadedImageProtection (default off) fixes kubernetes#138175: a
+//     pulled record for the imageRef without a mapping entry for the
+//     requested image's normalised name does not count as "pulled by the
+//     kubelet" (an intent for the image string still does). So an image
+//     preloaded as X stays usable under the NeverVerifyPreloadedImages policy
+//     after someone pulls the same content as Y with a secret. The trade-off:
+//     "preloaded" is then decided per name, not per content. If a runtime
+//     resolves a name the kubelet never pulled to content it pulled under
+//     another name (for example a digest reference resolved across
+//     repositories, or a short-name alias), a pod using that name is treated
+//     as using a preloaded image and is not asked for credentials, although
+//     the only recorded credentials for that content were a secret's. Leave
+//     it off on nodes whose runtime resolves references that way.
+//
+// # Lock-free checks
+//
+// A check takes no lock. Upstream takes the record's lock and then the
+// intent's lock only to read the record and the intent consistently, and
+// drops them before deciding, so its answer can be stale as soon as it is
+// made; what the locks buy is that a check never sees "no record and no
+// intent" while a pull is being recorded (which would make a pulled image
+// look preloaded). Writers here keep the upstream order (write the record,
+// then drop the intent) and bump an atomic drop counter just before dropping
+// an intent. A check loads the counter, reads the record and, only if there
+// is none, the in-flight count and the stored intent. If it finds no intent
+// and the counter moved, it reads the record again: any intent dropped after
+// the first record read belonged to a pull whose record was written before
+// the drop, so the second read sees it. If the counter did not move, no
+// intent was dropped in between, and "no intent" was already true before
+// the first read, which then saw every record written before it. So a check
+// never misses both, exactly as under upstream's locks, and a miss costs one
+// extra atomic load rather than a lock. The store must be safe for
+// concurrent use (every PullRecordsAccessor is) and its records immutable
+// once handed out; intents of other processes sharing the store are not
+// covered (nor are they upstream, whose locks are per process). Intent
+// counters are atomics in a sync.Map; normalised names and allowlist results
+// come from bounded, lock-free caches, so a check parses an image string at
+// most once.
+//
+// # Non-guarantees
+//
+//   - Credentials once recorded are trusted for ever; records are not
+//     cleaned when a secret or namespace is deleted (as upstream).
+//   - The answer reflects the records at the time of the check; a record
+//     changed during a check may or may not be seen.
+//   - Intent counters live in process memory; after a restart only stored
+//     intents mark in-flight pulls, as upstream.
+//   - The 100-secret limit applies only to writes a check makes, not to
+//     writes after pulls (as upstream).
+//   - Metrics are only kept when WithMetrics is given; nothing is registered
+//     globally.
+package pullmanager

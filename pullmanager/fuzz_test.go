@@ -1,0 +1,41 @@
+package pullmanager
+
+import (
+	"strings"
+	"testing"
+)
+
+// FuzzAllowlist checks the allowlist rules against each other: an accepted
+// exact pattern is its own normalised name and allowlists exactly that name;
+// an accepted wildcard pattern allowlists names under its prefix; nothing
+// panics.
+func FuzzAllowlist(f *testing.F) {
+	for _, s := range []string{"docker.io/library/alpine", "registry.example/*", "alpine", "/*", "a/*", "image.repo/pokus*", " x", "test.io/test/image1:tagged"} {
+		f.Add(s, "alpine:3")
+	}
+	f.Fuzz(func(t *testing.T, pattern, image string) {
+		err := ValidateAllowlist([]string{pattern})
+		p, perr := NewImagePullCredentialVerificationPolicy(NeverVerifyAllowlistedImages, []string{pattern})
+		if (err == nil) != (perr == nil) {
+			t.Fatalf("ValidateAllowlist(%q) = %v but the constructor says %v", pattern, err, perr)
+		}
+		if err != nil {
+			return
+		}
+		if prefix, ok := strings.CutSuffix(pattern, "*"); ok {
+			if name, nerr := NormalizeImageName(image); nerr == nil && strings.HasPrefix(name, prefix) && p.RequireCredentialVerificationForImage(image, true) {
+				t.Fatalf("%q under wildcard %q is not allowlisted", image, pattern)
+			}
+			return
+		}
+		if name, nerr := NormalizeImageName(pattern); nerr != nil || name != pattern {
+			t.Fatalf("accepted pattern %q normalises to %q, %v", pattern, name, nerr)
+		}
+		if p.RequireCredentialVerificationForImage(pattern, false) {
+			t.Fatalf("pattern %q does not allowlist itself", pattern)
+		}
+		if name, nerr := NormalizeImageName(image); nerr == nil && name != pattern && !p.RequireCredentialVerificationForImage(image, false) {
+			t.Fatalf("%q (%q) allowlisted by unrelated pattern %q", image, name, pattern)
+		}
+	})
+}

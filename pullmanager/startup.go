@@ -1,0 +1,88 @@
+package pullmanager
+
+import (
+	"context"
+
+	"github.com/distribution/reference"
+	"k8s.io/klog/v2"
+)
+
+// initialize is the start-up recovery of leftover intents (kubelet
+// behaviour, with normalised matching). An intent left by a previous process
+// means a pull may have finished without being recorded. Every leftover
+// intent whose image the runtime now has becomes a pulled record for the
+// runtime's image ID with no credentials (an existing record is left as it
+// is), and the intent is then deleted. Intents matching nothing stay. Intent
+// counters are not rebuilt.
+//
+// Upstream compares the raw intent string with the runtime's RepoTags and
+// RepoDigests, so "busybox" never matches "docker.io/library/busybox:latest"
+// and such intents are kept for ever (kubernetes issue, facts §11.3). Here
+// both sides are normalised first.
+func (m *PullManager) initialize(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	intents, err := m.records.ListImagePullIntents()
+	if err != nil {
+		logger.Error(err, "There were errors listing image pull intents, continuing with an incomplete records list")
+	}
+	if len(intents) == 0 {
+		return
+	}
+	var images []Image
+	if m.images != nil {
+		if images, err = m.images.ListImages(ctx); err != nil {
+			logger.Error(err, "Failed to list images")
+			images = nil
+		}
+	}
+	// Map every form of every runtime reference to the image ID.
+	idByRef := make(map[string]string)
+	for _, img := range images {
+		for _, refs := range [][]string{img.RepoTags, img.RepoDigests} {
+			for _, r := range refs {
+				for _, form := range referenceForms(r) {
+					if _, dup := idByRef[form]; !dup {
+						idByRef[form] = img.ID
+					}
+				}
+			}
+		}
+	}
+	for _, intent := range intents {
+		id := ""
+		for _, form := range referenceForms(intent.Image) {
+			if v, ok := idByRef[form]; ok {
+				id = v
+				break
+			}
+		}
+		if id == "" {
+			continue
+		}
+		if err := m.writeRecordIfChanged(logger, intent.Image, id, nil); err != nil {
+			logger.Error(err, "Failed to write the image pulled record for a leftover intent", "image", intent.Image, "imageRef", id)
+			continue
+		}
+		if err := m.records.DeleteImagePullIntent(logger, intent.Image); err != nil {
+			logger.V(2).Info("Failed to remove image pull intent file", "imageName", intent.Image, "error", err)
+		}
+	}
+}
+
+// referenceForms returns the strings under which ref is matched at start-up:
+// ref itself, its normalised form with the default tag added when it has
+// neither tag nor digest ("busybox" -> "docker.io/library/busybox:latest"),
+// and, when it has a digest, "name@digest" (so "busybox:1@sha256:…" matches
+// the runtime's "docker.io/library/busybox@sha256:…").
+func referenceForms(ref string) []string {
+	forms := []string{ref}
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return forms
+	}
+	forms = append(forms, reference.TagNameOnly(named).String())
+	if d, ok := named.(reference.Digested); ok {
+		forms = append(forms, named.Name()+"@"+d.Digest().String())
+	}
+	return forms
+}
