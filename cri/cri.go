@@ -1,0 +1,288 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/pullrecords/pullrecords/pullmanager"
+)
+
+// Default per-call timeouts.
+const (
+	DefaultPullTimeout = 2 * time.Minute
+	DefaultCallTimeout = 10 * time.Second
+	// maxMsgSize bounds a response (a ListImages of a large node).
+	maxMsgSize = 16 << 20
+)
+
+// Image is an image as the runtime reports it.
+type Image struct {
+	// ID is the image ID, the imageRef the pull records are keyed by.
+	ID          string
+	RepoTags    []string
+	RepoDigests []string
+	Size        uint64
+	Pinned      bool
+}
+
+// AuthConfig is the registry authentication passed to PullImage. Its String,
+// GoString and MarshalLog methods never show the secret fields, so printing or
+// logging it by mistake does not leak a credential.
+type AuthConfig struct {
+	Username      string
+	Password      string
+	Auth          string // base64 "username:password", used when Username is empty
+	ServerAddress string
+	IdentityToken string
+	RegistryToken string
+}
+
+// String describes the AuthConfig without its secrets.
+func (a AuthConfig) String() string {
+	return fmt.Sprintf("AuthConfig{ServerAddress: %q, Username set: %t, secrets redacted}", a.ServerAddress, a.Username != "")
+}
+
+// GoString is String, so %#v does not print the secrets either.
+func (a AuthConfig) GoString() string { return a.String() }
+
+// MarshalLog is what structured loggers (logr, klog) print.
+func (a AuthConfig) MarshalLog() any { return a.String() }
+
+func (a *AuthConfig) secrets() []string {
+	if a == nil {
+		return nil
+	}
+	return []string{a.Password, a.Auth, a.IdentityToken, a.RegistryToken}
+}
+
+func (a *AuthConfig) toCRI() *runtimeapi.AuthConfig {
+	if a == nil {
+		return nil
+	}
+	return &runtimeapi.AuthConfig{
+		Username:      a.Username,
+		Password:      a.Password,
+		Auth:          a.Auth,
+		ServerAddress: a.ServerAddress,
+		IdentityToken: a.IdentityToken,
+		RegistryToken: a.RegistryToken,
+	}
+}
+
+// Option configures Dial.
+type Option func(*options)
+
+type options struct {
+	pullTimeout time.Duration
+	callTimeout time.Duration
+}
+
+// WithPullTimeout sets the timeout of each PullImage call (default
+// DefaultPullTimeout). Zero or negative means no timeout beyond the caller's
+// context.
+func WithPullTimeout(d time.Duration) Option { return func(o *options) { o.pullTimeout = d } }
+
+// WithCallTimeout sets the timeout of every other call, including the check
+// Dial makes (default DefaultCallTimeout). Zero or negative means no timeout
+// beyond the caller's context.
+func WithCallTimeout(d time.Duration) Option { return func(o *options) { o.callTimeout = d } }
+
+// ImageService is a connection to a CRI v1 image service. It is safe for
+// concurrent use.
+type ImageService struct {
+	path   string
+	conn   *grpc.ClientConn
+	client runtimeapi.ImageServiceClient
+	opts   options
+	closed atomic.Bool
+}
+
+// SocketPath turns an endpoint ("unix:///path" or "/path") into the socket
+// path, or returns ErrInvalidEndpoint.
+func SocketPath(endpoint string) (string, error) {
+	p := endpoint
+	if rest, ok := strings.CutPrefix(endpoint, "unix://"); ok {
+		p = rest
+	} else if strings.Contains(endpoint, "://") {
+		return "", fmt.Errorf("%w: %q: only unix sockets are supported", ErrInvalidEndpoint, endpoint)
+	}
+	if p == "" || !filepath.IsAbs(p) {
+		return "", fmt.Errorf("%w: %q: want unix:///absolute/path or /absolute/path", ErrInvalidEndpoint, endpoint)
+	}
+	return filepath.Clean(p), nil
+}
+
+// Dial connects to the CRI image service at endpoint and checks that it
+// answers the runtime.v1 ImageService (with an ImageFsInfo call). It fails
+// with ErrEndpointNotFound when the socket is missing or nobody answers on it,
+// and with ErrNotCRI when the server does not implement the image service.
+func Dial(ctx context.Context, endpoint string, opts ...Option) (*ImageService, error) {
+	o := options{pullTimeout: DefaultPullTimeout, callTimeout: DefaultCallTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	path, err := SocketPath(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%w: no socket at %s", ErrEndpointNotFound, path)
+	case err != nil:
+		return nil, fmt.Errorf("%w: %s: %v", ErrEndpointNotFound, path, err)
+	case fi.Mode().Type() != fs.ModeSocket:
+		return nil, fmt.Errorf("%w: %s is not a socket", ErrInvalidEndpoint, path)
+	}
+	conn, err := grpc.NewClient("unix://"+path,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize)),
+		// A local socket: reconnect quickly after a runtime restart instead
+		// of backing off up to gRPC's default two minutes.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrInvalidEndpoint, path, err)
+	}
+	s := &ImageService{path: path, conn: conn, client: runtimeapi.NewImageServiceClient(conn), opts: o}
+	if err := s.check(ctx); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	klog.FromContext(ctx).V(2).Info("Connected to CRI image service", "endpoint", path)
+	return s, nil
+}
+
+func (s *ImageService) check(ctx context.Context) error {
+	ctx, cancel := withTimeout(ctx, s.opts.callTimeout)
+	defer cancel()
+	_, err := s.client.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})
+	if err == nil {
+		return nil
+	}
+	ce := newCallError("ImageFsInfo", "", err)
+	switch ce.Code {
+	case codes.Unimplemented:
+		return fmt.Errorf("%w: %s: %s", ErrNotCRI, s.path, ce.Message)
+	case codes.Unavailable:
+		return fmt.Errorf("%w: nothing serves CRI at %s: %w", ErrEndpointNotFound, s.path, ce)
+	}
+	return fmt.Errorf("checking CRI image service at %s: %w", s.path, ce)
+}
+
+// Endpoint returns the socket path.
+func (s *ImageService) Endpoint() string { return s.path }
+
+// Close closes the connection. Calls after Close fail with ErrClosed.
+func (s *ImageService) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	return s.conn.Close()
+}
+
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// ListImages lists every image the runtime has. It satisfies
+// pullmanager.ImageLister.
+func (s *ImageService) ListImages(ctx context.Context) ([]pullmanager.Image, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	ctx, cancel := withTimeout(ctx, s.opts.callTimeout)
+	defer cancel()
+	resp, err := s.client.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+	if err != nil {
+		return nil, newCallError("ListImages", "", err)
+	}
+	out := make([]pullmanager.Image, 0, len(resp.GetImages()))
+	for _, img := range resp.GetImages() {
+		out = append(out, pullmanager.Image{ID: img.GetId(), RepoTags: img.GetRepoTags(), RepoDigests: img.GetRepoDigests()})
+	}
+	return out, nil
+}
+
+// ImageStatus returns the image the runtime resolves image to, or nil when
+// the runtime does not have it. Presence is the runtime's exact answer for
+// that reference, not a text search.
+func (s *ImageService) ImageStatus(ctx context.Context, image string) (*Image, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	ctx, cancel := withTimeout(ctx, s.opts.callTimeout)
+	defer cancel()
+	resp, err := s.client.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: image}})
+	if err != nil {
+		return nil, newCallError("ImageStatus", image, err)
+	}
+	img := resp.GetImage()
+	if img == nil {
+		return nil, nil
+	}
+	return &Image{ID: img.GetId(), RepoTags: img.GetRepoTags(), RepoDigests: img.GetRepoDigests(), Size: img.GetSize(), Pinned: img.GetPinned()}, nil
+}
+
+// PullImage pulls image with the optional registry auth and returns the
+// imageRef (image ID) the runtime reports. The error never contains auth's
+// secrets.
+func (s *ImageService) PullImage(ctx context.Context, image string, auth *AuthConfig) (string, error) {
+	if s.closed.Load() {
+		return "", ErrClosed
+	}
+	ctx, cancel := withTimeout(ctx, s.opts.pullTimeout)
+	defer cancel()
+	logger := klog.FromContext(ctx)
+	logger.V(4).Info("Pulling image", "image", image, "withAuth", auth != nil)
+	resp, err := s.client.PullImage(ctx, &runtimeapi.PullImageRequest{
+		Image: &runtimeapi.ImageSpec{Image: image},
+		Auth:  auth.toCRI(),
+	})
+	if err != nil {
+		return "", newCallError("PullImage", image, err, auth.secrets()...)
+	}
+	if resp.GetImageRef() == "" {
+		return "", &CallError{Op: "PullImage", Image: image, Code: codes.Internal, Message: "runtime returned an empty image reference"}
+	}
+	return resp.GetImageRef(), nil
+}
+
+// RemoveImage removes image. Removing an absent image is not an error (the
+// CRI contract makes RemoveImage idempotent).
+func (s *ImageService) RemoveImage(ctx context.Context, image string) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	ctx, cancel := withTimeout(ctx, s.opts.callTimeout)
+	defer cancel()
+	_, err := s.client.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: image}})
+	if err != nil {
+		ce := newCallError("RemoveImage", image, err)
+		if ce.Code == codes.NotFound {
+			return nil
+		}
+		return ce
+	}
+	return nil
+}

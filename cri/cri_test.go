@@ -1,0 +1,360 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/pullrecords/pullrecords/pullmanager"
+)
+
+// fakeImageService is an in-memory CRI v1 image service.
+type fakeImageService struct {
+	runtimeapi.UnimplementedImageServiceServer
+
+	mu     sync.Mutex
+	images map[string]*runtimeapi.Image // by tag
+	// private maps an image to the user:password the "registry" requires.
+	private map[string]string
+	// block makes PullImage and ImageStatus wait for the caller's context.
+	block bool
+	// pullErr is returned by every PullImage when set.
+	pullErr error
+	auths   []*runtimeapi.AuthConfig
+}
+
+func newFake() *fakeImageService {
+	return &fakeImageService{images: map[string]*runtimeapi.Image{}, private: map[string]string{}}
+}
+
+func (f *fakeImageService) ListImages(ctx context.Context, _ *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	resp := &runtimeapi.ListImagesResponse{}
+	seen := map[string]bool{}
+	for _, img := range f.images {
+		if !seen[img.Id] {
+			seen[img.Id] = true
+			resp.Images = append(resp.Images, img)
+		}
+	}
+	return resp, nil
+}
+
+func (f *fakeImageService) ImageStatus(ctx context.Context, req *runtimeapi.ImageStatusRequest) (*runtimeapi.ImageStatusResponse, error) {
+	f.mu.Lock()
+	block := f.block
+	img := f.images[req.GetImage().GetImage()]
+	f.mu.Unlock()
+	if block {
+		<-ctx.Done()
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	return &runtimeapi.ImageStatusResponse{Image: img}, nil
+}
+
+func (f *fakeImageService) PullImage(ctx context.Context, req *runtimeapi.PullImageRequest) (*runtimeapi.PullImageResponse, error) {
+	image := req.GetImage().GetImage()
+	f.mu.Lock()
+	f.auths = append(f.auths, req.GetAuth())
+	block, pullErr, want := f.block, f.pullErr, f.private[image]
+	f.mu.Unlock()
+	if block {
+		<-ctx.Done()
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	if pullErr != nil {
+		return nil, pullErr
+	}
+	if want != "" {
+		a := req.GetAuth()
+		if a == nil || a.GetUsername()+":"+a.GetPassword() != want {
+			return nil, status.Errorf(codes.Unknown, "failed to pull and unpack image %q: pulling from host failed with status code: 401 Unauthorized", image)
+		}
+	}
+	id := "sha256:" + fmt.Sprintf("%064x", len(image))
+	f.mu.Lock()
+	f.images[image] = &runtimeapi.Image{Id: id, RepoTags: []string{image}, RepoDigests: []string{"reg/x@" + id}, Size: 42}
+	f.mu.Unlock()
+	return &runtimeapi.PullImageResponse{ImageRef: id}, nil
+}
+
+func (f *fakeImageService) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRequest) (*runtimeapi.RemoveImageResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.images, req.GetImage().GetImage())
+	return &runtimeapi.RemoveImageResponse{}, nil
+}
+
+func (f *fakeImageService) ImageFsInfo(ctx context.Context, _ *runtimeapi.ImageFsInfoRequest) (*runtimeapi.ImageFsInfoResponse, error) {
+	return &runtimeapi.ImageFsInfoResponse{}, nil
+}
+
+// serve starts a gRPC server on a unix socket in a temp dir and returns the
+// socket path.
+func serve(t *testing.T, register func(*grpc.Server)) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "cri.sock")
+	lis, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	register(srv)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return sock
+}
+
+func serveFake(t *testing.T, f *fakeImageService) string {
+	return serve(t, func(s *grpc.Server) { runtimeapi.RegisterImageServiceServer(s, f) })
+}
+
+func dial(t *testing.T, endpoint string, opts ...Option) *ImageService {
+	t.Helper()
+	s, err := Dial(context.Background(), endpoint, opts...)
+	if err != nil {
+		t.Fatalf("Dial(%q): %v", endpoint, err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func TestDialErrors(t *testing.T) {
+	dir := t.TempDir()
+	regular := filepath.Join(dir, "file")
+	if err := os.WriteFile(regular, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing.sock")
+
+	// A socket with nobody listening: keep the file after closing.
+	stale := filepath.Join(dir, "stale.sock")
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: stale, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetUnlinkOnClose(false)
+	l.Close()
+
+	// A gRPC server that serves only the health service.
+	notCRI := serve(t, func(s *grpc.Server) { healthpb.RegisterHealthServer(s, health.NewServer()) })
+
+	tests := []struct {
+		name     string
+		endpoint string
+		want     error
+		mention  string
+	}{
+		{"missing socket", missing, ErrEndpointNotFound, missing},
+		{"missing socket, unix scheme", "unix://" + missing, ErrEndpointNotFound, missing},
+		{"tcp scheme", "tcp://127.0.0.1:1", ErrInvalidEndpoint, "tcp://"},
+		{"relative path", "run/cri.sock", ErrInvalidEndpoint, "run/cri.sock"},
+		{"empty", "", ErrInvalidEndpoint, ""},
+		{"regular file", regular, ErrInvalidEndpoint, regular},
+		{"nobody listening", stale, ErrEndpointNotFound, stale},
+		{"grpc without image service", notCRI, ErrNotCRI, notCRI},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Dial(context.Background(), tc.endpoint, WithCallTimeout(5*time.Second))
+			if err == nil {
+				s.Close()
+				t.Fatalf("Dial(%q) succeeded, want %v", tc.endpoint, tc.want)
+			}
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Dial(%q) = %v, want %v", tc.endpoint, err, tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.mention) {
+				t.Errorf("error %q does not mention %q", err, tc.mention)
+			}
+		})
+	}
+}
+
+func TestSocketPath(t *testing.T) {
+	for in, want := range map[string]string{
+		"unix:///run/containerd/containerd.sock": "/run/containerd/containerd.sock",
+		"/run/crio/crio.sock":                    "/run/crio/crio.sock",
+		"unix:///a/../b.sock":                    "/b.sock",
+	} {
+		got, err := SocketPath(in)
+		if err != nil || got != want {
+			t.Errorf("SocketPath(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+}
+
+func TestImageLifecycle(t *testing.T) {
+	f := newFake()
+	f.private["127.0.0.1:5000/private:v1"] = "alice:s3cret"
+	s := dial(t, serveFake(t, f))
+	ctx := context.Background()
+
+	if got, err := s.ImageStatus(ctx, "127.0.0.1:5000/private:v1"); err != nil || got != nil {
+		t.Fatalf("ImageStatus before pull = %v, %v; want nil, nil", got, err)
+	}
+
+	// Anonymous pull of a private image is refused, permanently.
+	_, err := s.PullImage(ctx, "127.0.0.1:5000/private:v1", nil)
+	if !errors.Is(err, ErrUnauthorized) {
+		t.Fatalf("anonymous pull: %v, want ErrUnauthorized", err)
+	}
+	if IsTransient(err) {
+		t.Errorf("IsTransient(%v) = true, want false", err)
+	}
+
+	auth := &AuthConfig{Username: "alice", Password: "s3cret"}
+	ref, err := s.PullImage(ctx, "127.0.0.1:5000/private:v1", auth)
+	if err != nil {
+		t.Fatalf("pull with auth: %v", err)
+	}
+	f.mu.Lock()
+	gotAuth := f.auths[len(f.auths)-1]
+	f.mu.Unlock()
+	if gotAuth.GetUsername() != "alice" || gotAuth.GetPassword() != "s3cret" {
+		t.Errorf("server saw auth %q/%q, want alice/s3cret", gotAuth.GetUsername(), gotAuth.GetPassword())
+	}
+
+	img, err := s.ImageStatus(ctx, "127.0.0.1:5000/private:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Image{ID: ref, RepoTags: []string{"127.0.0.1:5000/private:v1"}, RepoDigests: []string{"reg/x@" + ref}, Size: 42}
+	if diff := cmp.Diff(want, img); diff != "" {
+		t.Errorf("ImageStatus (-want +got):\n%s", diff)
+	}
+	list, err := s.ListImages(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantList := []pullmanager.Image{{ID: ref, RepoTags: want.RepoTags, RepoDigests: want.RepoDigests}}
+	if diff := cmp.Diff(wantList, list); diff != "" {
+		t.Errorf("ListImages (-want +got):\n%s", diff)
+	}
+
+	if err := s.RemoveImage(ctx, "127.0.0.1:5000/private:v1"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.ImageStatus(ctx, "127.0.0.1:5000/private:v1"); err != nil || got != nil {
+		t.Fatalf("ImageStatus after remove = %v, %v; want nil, nil", got, err)
+	}
+	if err := s.RemoveImage(ctx, "127.0.0.1:5000/private:v1"); err != nil {
+		t.Errorf("second RemoveImage: %v, want nil", err)
+	}
+
+	var _ pullmanager.ImageLister = s
+}
+
+func TestNoCredentialInErrors(t *testing.T) {
+	f := newFake()
+	f.pullErr = status.Error(codes.Unknown, `pull "x" with user alice password hunter22 token tok-123 failed: 401 Unauthorized`)
+	s := dial(t, serveFake(t, f))
+	auth := &AuthConfig{Username: "alice", Password: "hunter22", RegistryToken: "tok-123"}
+	_, err := s.PullImage(context.Background(), "x", auth)
+	if err == nil {
+		t.Fatal("pull succeeded")
+	}
+	for _, secret := range []string{"hunter22", "tok-123"} {
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("error %q contains a secret", err)
+		}
+	}
+	if !errors.Is(err, ErrUnauthorized) {
+		t.Errorf("error %v is not ErrUnauthorized", err)
+	}
+	for _, format := range []string{"%v", "%+v", "%#v", "%s"} {
+		for _, v := range []any{auth, *auth} {
+			if s := fmt.Sprintf(format, v); strings.Contains(s, "hunter22") || strings.Contains(s, "tok-123") {
+				t.Errorf("fmt %s of AuthConfig shows a secret: %s", format, s)
+			}
+		}
+	}
+}
+
+func TestTimeouts(t *testing.T) {
+	f := newFake()
+	f.block = true
+	// Dial's check (ImageFsInfo) does not block.
+	s := dial(t, serveFake(t, f), WithPullTimeout(50*time.Millisecond), WithCallTimeout(50*time.Millisecond))
+	_, err := s.PullImage(context.Background(), "img:1", nil)
+	if !errors.Is(err, ErrTimeout) || !IsTransient(err) {
+		t.Errorf("PullImage = %v, want a transient ErrTimeout", err)
+	}
+	_, err = s.ImageStatus(context.Background(), "img:1")
+	if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("ImageStatus = %v, want ErrTimeout", err)
+	}
+
+	// A cancelled caller context is not transient.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = s.PullImage(ctx, "img:1", nil)
+	if !errors.Is(err, context.Canceled) || IsTransient(err) {
+		t.Errorf("PullImage with cancelled ctx = %v, want permanent context.Canceled", err)
+	}
+}
+
+func TestClosed(t *testing.T) {
+	s := dial(t, serveFake(t, newFake()))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ImageStatus(context.Background(), "a"); !errors.Is(err, ErrClosed) {
+		t.Errorf("ImageStatus after Close = %v, want ErrClosed", err)
+	}
+	if _, err := s.PullImage(context.Background(), "a", nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("PullImage after Close = %v, want ErrClosed", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close = %v", err)
+	}
+}
+
+func TestIsTransient(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"unavailable", status.Error(codes.Unavailable, "x"), true},
+		{"deadline", status.Error(codes.DeadlineExceeded, "x"), true},
+		{"exhausted", status.Error(codes.ResourceExhausted, "x"), true},
+		{"not found", status.Error(codes.NotFound, "x"), false},
+		{"invalid", status.Error(codes.InvalidArgument, "x"), false},
+		{"unauthenticated", status.Error(codes.Unauthenticated, "x"), false},
+		{"permission", status.Error(codes.PermissionDenied, "x"), false},
+		{"registry 401", status.Error(codes.Unknown, "failed: 401 Unauthorized"), false},
+		{"registry 403", status.Error(codes.Unknown, "failed: 403 Forbidden"), false},
+		{"registry 503", status.Error(codes.Unknown, "failed: 503 Service Unavailable"), true},
+		{"connection refused", status.Error(codes.Unknown, "dial tcp 127.0.0.1:5000: connect: connection refused"), true},
+		{"unknown other", status.Error(codes.Unknown, "manifest invalid"), false},
+		{"context deadline", context.DeadlineExceeded, true},
+		{"context canceled", context.Canceled, false},
+		{"wrapped call error", fmt.Errorf("outer: %w", &CallError{Code: codes.Unavailable}), true},
+		{"plain error", errors.New("boom"), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := IsTransient(tc.err); got != tc.want {
+				t.Errorf("IsTransient(%v) = %t, want %t", tc.err, got, tc.want)
+			}
+		})
+	}
+}

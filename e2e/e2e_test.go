@@ -1,0 +1,507 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/pullrecords/pullrecords/accessor"
+	"github.com/pullrecords/pullrecords/cri"
+	"github.com/pullrecords/pullrecords/fsstore"
+	"github.com/pullrecords/pullrecords/imagecache"
+	"github.com/pullrecords/pullrecords/pullmanager"
+)
+
+// env is what run.sh exports.
+var env struct {
+	endpoint      string
+	user, pass    string
+	privateImages []string
+	publicImages  []string
+	containerdCtl string
+}
+
+func TestMain(m *testing.M) {
+	get := func(name string, missing *[]string) string {
+		v := os.Getenv(name)
+		if v == "" {
+			*missing = append(*missing, name)
+		}
+		return v
+	}
+	var missing []string
+	env.endpoint = get("PULLRECORDS_E2E_CRI_ENDPOINT", &missing)
+	get("PULLRECORDS_E2E_AUTH_REGISTRY", &missing)
+	get("PULLRECORDS_E2E_OPEN_REGISTRY", &missing)
+	env.user = get("PULLRECORDS_E2E_REGISTRY_USER", &missing)
+	env.pass = get("PULLRECORDS_E2E_REGISTRY_PASSWORD", &missing)
+	env.privateImages = strings.Fields(get("PULLRECORDS_E2E_PRIVATE_IMAGES", &missing))
+	env.publicImages = strings.Fields(get("PULLRECORDS_E2E_PUBLIC_IMAGES", &missing))
+	env.containerdCtl = get("PULLRECORDS_E2E_CONTAINERD_CTL", &missing)
+	if len(missing) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: the e2e tests need the environment e2e/run.sh sets up; missing %s\n", strings.Join(missing, ", "))
+		os.Exit(1)
+	}
+	if len(env.privateImages) < 3 || len(env.publicImages) < 6 {
+		fmt.Fprintln(os.Stderr, "FAIL: run.sh must push at least 3 private and 6 public images")
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+// node is one "kubelet": a CRI connection, a kubelet-format record store and
+// a pull manager over them.
+type node struct {
+	cri        *cri.ImageService
+	kubeletDir string
+	store      *fsstore.Store
+	pulls      *pullmanager.PullManager
+}
+
+func newNode(t *testing.T, ctx context.Context, kubeletDir string) *node {
+	t.Helper()
+	svc, err := cri.Dial(ctx, env.endpoint)
+	if err != nil {
+		t.Fatalf("Dial: %v", err)
+	}
+	t.Cleanup(func() { _ = svc.Close() })
+	return newNodeOn(t, ctx, svc, kubeletDir)
+}
+
+func newNodeOn(t *testing.T, ctx context.Context, svc *cri.ImageService, kubeletDir string) *node {
+	t.Helper()
+	store, err := fsstore.New(klog.FromContext(ctx), kubeletDir, fsstore.WithoutSync())
+	if err != nil {
+		t.Fatalf("fsstore.New: %v", err)
+	}
+	policy, err := pullmanager.NewImagePullCredentialVerificationPolicy(pullmanager.NeverVerifyPreloadedImages, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm, err := pullmanager.NewImagePullManager(ctx, store, policy, svc)
+	if err != nil {
+		t.Fatalf("NewImagePullManager: %v", err)
+	}
+	return &node{cri: svc, kubeletDir: kubeletDir, store: store, pulls: pm}
+}
+
+// removeImages makes sure the runtime does not have the images (tests share
+// one containerd).
+func (n *node) removeImages(t *testing.T, ctx context.Context, images ...string) {
+	t.Helper()
+	for _, img := range images {
+		if err := n.cri.RemoveImage(ctx, img); err != nil {
+			t.Fatalf("RemoveImage(%s): %v", img, err)
+		}
+	}
+}
+
+func (n *node) auth() *cri.AuthConfig {
+	return &cri.AuthConfig{Username: env.user, Password: env.pass}
+}
+
+func podCreds(secrets ...accessor.ImagePullSecret) pullmanager.GetPodCredentials {
+	return func() ([]accessor.ImagePullSecret, *accessor.ImagePullServiceAccount, error) {
+		return secrets, nil, nil
+	}
+}
+
+func secretHash() string {
+	return pullmanager.CredentialHash(pullmanager.AuthConfig{Username: env.user, Password: env.pass})
+}
+
+func TestTenantIsolationOnAPrivateImage(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	n := newNode(t, ctx, t.TempDir())
+	image := env.privateImages[0]
+	n.removeImages(t, ctx, image)
+	secretA := accessor.ImagePullSecret{UID: "uid-a", Namespace: "tenant-a", Name: "regcred", CredentialHash: secretHash()}
+
+	// Tenant A: the kubelet's flow (intent, pull with the secret, record).
+	start := time.Now()
+	if err := n.pulls.RecordPullIntent(klog.FromContext(ctx), image); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := n.cri.PullImage(ctx, image, n.auth())
+	if err != nil {
+		n.pulls.RecordImagePullFailed(ctx, image)
+		t.Fatalf("tenant A pull: %v", err)
+	}
+	n.pulls.RecordImagePulled(ctx, image, ref, &accessor.ImagePullCredentials{KubernetesSecrets: []accessor.ImagePullSecret{secretA}})
+	t.Logf("tenant A pulled %s as %s in %v", image, ref, time.Since(start))
+
+	rec, ok, err := n.store.GetImagePulledRecord(ref)
+	if err != nil || !ok {
+		t.Fatalf("pulled record for %s: ok=%t err=%v", ref, ok, err)
+	}
+	var found bool
+	for _, c := range rec.CredentialMapping {
+		for _, s := range c.KubernetesSecrets {
+			found = found || s == secretA
+		}
+	}
+	if !found {
+		t.Errorf("record %+v does not name tenant A's secret", rec)
+	}
+	if intents, err := n.store.ListImagePullIntents(); err != nil || len(intents) != 0 {
+		t.Errorf("intents after the pull: %v, %v", intents, err)
+	}
+
+	// Tenant A's own pod may use it.
+	if must, err := n.pulls.MustAttemptImagePull(ctx, image, ref, podCreds(secretA)); err != nil || must {
+		t.Errorf("tenant A: MustAttemptImagePull = %t, %v; want false", must, err)
+	}
+
+	// Tenant B without credentials must pull, and the registry refuses it.
+	if must, err := n.pulls.MustAttemptImagePull(ctx, image, ref, podCreds()); err != nil || !must {
+		t.Errorf("tenant B without credentials: MustAttemptImagePull = %t, %v; want true", must, err)
+	}
+	_, err = n.cri.PullImage(ctx, image, nil)
+	if !errors.Is(err, cri.ErrUnauthorized) || cri.IsTransient(err) {
+		t.Errorf("anonymous pull of the private image = %v; want a permanent ErrUnauthorized", err)
+	}
+	if err != nil && strings.Contains(err.Error(), env.pass) {
+		t.Errorf("error contains the registry password")
+	}
+	t.Logf("anonymous pull refused: %v", err)
+
+	// Tenant B with another secret of the same content: no pull.
+	secretB := accessor.ImagePullSecret{UID: "uid-b", Namespace: "tenant-b", Name: "copy", CredentialHash: secretHash()}
+	if must, err := n.pulls.MustAttemptImagePull(ctx, image, ref, podCreds(secretB)); err != nil || must {
+		t.Errorf("tenant B with the same secret content: MustAttemptImagePull = %t, %v; want false", must, err)
+	}
+	// A secret with other content must pull.
+	secretC := accessor.ImagePullSecret{UID: "uid-c", Namespace: "tenant-b", Name: "other",
+		CredentialHash: pullmanager.CredentialHash(pullmanager.AuthConfig{Username: env.user, Password: "wrong"})}
+	if must, err := n.pulls.MustAttemptImagePull(ctx, image, ref, podCreds(secretC)); err != nil || !must {
+		t.Errorf("tenant B with another credential: MustAttemptImagePull = %t, %v; want true", must, err)
+	}
+}
+
+// collector gathers what an imagecache manager reports.
+type collector struct {
+	mu       sync.Mutex
+	results  []imagecache.ImageWorkResult
+	statuses chan imagecache.CacheStatus
+	onResult func(imagecache.ImageWorkResult)
+}
+
+func newCollector() *collector {
+	return &collector{statuses: make(chan imagecache.CacheStatus, 32)}
+}
+
+func (c *collector) options() []imagecache.Option {
+	return []imagecache.Option{
+		imagecache.WithResultHandler(func(r imagecache.ImageWorkResult) {
+			c.mu.Lock()
+			c.results = append(c.results, r)
+			f := c.onResult
+			c.mu.Unlock()
+			if f != nil {
+				f(r)
+			}
+		}),
+		imagecache.WithStatusHandler(func(s imagecache.CacheStatus) { c.statuses <- s }),
+	}
+}
+
+func (c *collector) wait(t *testing.T) imagecache.CacheStatus {
+	t.Helper()
+	select {
+	case s := <-c.statuses:
+		return s
+	case <-time.After(2 * time.Minute):
+		t.Fatal("no image cache batch completed within 2 minutes")
+		return imagecache.CacheStatus{}
+	}
+}
+
+func startManager(t *testing.T, ctx context.Context, n *node, images imagecache.ImageService, stateDir string, c *collector, opts ...imagecache.Option) (stop func()) {
+	t.Helper()
+	all := append([]imagecache.Option{
+		imagecache.WithStateDir(stateDir),
+		imagecache.WithPullRecords(n.store),
+		imagecache.WithNode("e2e-node", "containerd://1.6"),
+		imagecache.WithRetries(20, 200*time.Millisecond, 2*time.Second),
+		imagecache.WithRequestTimeout(time.Minute),
+	}, c.options()...)
+	m, err := imagecache.New(klog.FromContext(ctx), images, n.pulls, append(all, opts...)...)
+	if err != nil {
+		t.Fatalf("imagecache.New: %v", err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- m.Run(runCtx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	managers.Store(t.Name(), m)
+	return stop
+}
+
+var managers sync.Map
+
+func manager(t *testing.T) *imagecache.Manager {
+	m, _ := managers.Load(t.Name())
+	return m.(*imagecache.Manager)
+}
+
+func TestAnonymousCachedImageIsUsableByEveryPodAndPurge(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	n := newNode(t, ctx, t.TempDir())
+	image := env.publicImages[0]
+	n.removeImages(t, ctx, image)
+	c := newCollector()
+	startManager(t, ctx, n, n.cri, t.TempDir(), c)
+	m := manager(t)
+
+	if err := m.Apply(ctx, imagecache.ImageCache{Namespace: "ops", Name: "warm", Images: []string{image}}); err != nil {
+		t.Fatal(err)
+	}
+	st := c.wait(t)
+	if st.Counts[imagecache.StatusSucceeded] != 1 {
+		t.Fatalf("create = %+v", st)
+	}
+	r := st.Results[0]
+	t.Logf("imagecache pulled %s as %s in %v (batch %v)", image, r.ImageRef, r.Duration, st.Duration)
+
+	for _, pod := range []struct {
+		name  string
+		creds pullmanager.GetPodCredentials
+	}{
+		{"pod without credentials", podCreds()},
+		{"pod with some secret", podCreds(accessor.ImagePullSecret{UID: "u", Namespace: "x", Name: "y", CredentialHash: "z"})},
+	} {
+		if must, err := n.pulls.MustAttemptImagePull(ctx, image, r.ImageRef, pod.creds); err != nil || must {
+			t.Errorf("%s: MustAttemptImagePull = %t, %v; want false", pod.name, must, err)
+		}
+	}
+
+	// A refresh finds it present and recorded.
+	if err := m.Refresh(ctx, "ops", "warm"); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.wait(t); st.Counts[imagecache.StatusAlreadyPulled] != 1 {
+		t.Errorf("refresh = %+v", st)
+	}
+
+	// Purge: deleting the cache removes the image and its record.
+	if err := m.Delete(ctx, "ops", "warm"); err != nil {
+		t.Fatal(err)
+	}
+	st = c.wait(t)
+	if st.WorkType != imagecache.WorkTypeDelete || st.Counts[imagecache.StatusSucceeded] != 1 || st.Results[0].Reason != imagecache.ReasonRemoved {
+		t.Fatalf("delete = %+v", st)
+	}
+	if img, err := n.cri.ImageStatus(ctx, image); err != nil || img != nil {
+		t.Errorf("ImageStatus after purge = %+v, %v; want absent", img, err)
+	}
+	if _, ok, err := n.store.GetImagePulledRecord(r.ImageRef); ok || err != nil {
+		t.Errorf("pulled record after purge: ok=%t err=%v", ok, err)
+	}
+}
+
+func TestPrivateCacheRecordsTheSecret(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	n := newNode(t, ctx, t.TempDir())
+	image := env.privateImages[1]
+	n.removeImages(t, ctx, image)
+	c := newCollector()
+	startManager(t, ctx, n, n.cri, t.TempDir(), c)
+	m := manager(t)
+	secret := &imagecache.PullSecret{Namespace: "tenant-a", Name: "regcred", UID: "uid-a", Username: env.user, Password: env.pass}
+
+	// Without credentials the cache fails, permanently and at once.
+	if err := m.Apply(ctx, imagecache.ImageCache{Namespace: "tenant-a", Name: "warm", Images: []string{image}}); err != nil {
+		t.Fatal(err)
+	}
+	st := c.wait(t)
+	if r := st.Results[0]; r.Status != imagecache.StatusFailed || r.Reason != imagecache.ReasonUnauthorized || r.Attempts != 1 {
+		t.Errorf("anonymous private cache = %+v", r)
+	}
+	// With the secret it succeeds, and only that secret's pods may use it.
+	if err := m.Apply(ctx, imagecache.ImageCache{Namespace: "tenant-a", Name: "warm", Images: []string{image}, PullSecret: secret}); err != nil {
+		t.Fatal(err)
+	}
+	st = c.wait(t)
+	r := st.Results[0]
+	if r.Status != imagecache.StatusSucceeded {
+		t.Fatalf("private cache = %+v", r)
+	}
+	t.Logf("imagecache pulled private %s in %v", image, r.Duration)
+	a := accessor.ImagePullSecret{UID: "uid-a", Namespace: "tenant-a", Name: "regcred", CredentialHash: secretHash()}
+	if must, err := n.pulls.MustAttemptImagePull(ctx, image, r.ImageRef, podCreds(a)); err != nil || must {
+		t.Errorf("tenant A pod: must=%t err=%v, want false", must, err)
+	}
+	if must, err := n.pulls.MustAttemptImagePull(ctx, image, r.ImageRef, podCreds()); err != nil || !must {
+		t.Errorf("pod without credentials: must=%t err=%v, want true", must, err)
+	}
+}
+
+// gatedImages wraps the CRI image service so the test can act just before a
+// pull of a chosen image starts, and see how it ended.
+type gatedImages struct {
+	*cri.ImageService
+	mu    sync.Mutex
+	gates map[string]*gate
+}
+
+type gate struct {
+	reached chan struct{} // closed when the pull is about to start
+	proceed chan struct{} // the test closes it to let the pull go on
+	result  chan error    // the pull's error (nil on success)
+}
+
+func (g *gatedImages) gate(image string) *gate {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	gt := &gate{reached: make(chan struct{}), proceed: make(chan struct{}), result: make(chan error, 1)}
+	g.gates[image] = gt
+	return gt
+}
+
+func (g *gatedImages) PullImage(ctx context.Context, image string, auth *cri.AuthConfig) (string, error) {
+	g.mu.Lock()
+	gt := g.gates[image]
+	delete(g.gates, image)
+	g.mu.Unlock()
+	if gt == nil {
+		return g.ImageService.PullImage(ctx, image, auth)
+	}
+	close(gt.reached)
+	select {
+	case <-gt.proceed:
+	case <-ctx.Done():
+		gt.result <- ctx.Err()
+		return "", ctx.Err()
+	}
+	ref, err := g.ImageService.PullImage(ctx, image, auth)
+	gt.result <- err
+	return ref, err
+}
+
+func containerd(t *testing.T, action string) {
+	t.Helper()
+	out, err := exec.Command(env.containerdCtl, action).CombinedOutput()
+	if err != nil {
+		t.Fatalf("containerd %s: %v: %s", action, err, out)
+	}
+}
+
+func TestRestartsInTheMiddleOfAnApply(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	kubeletDir, stateDir := t.TempDir(), t.TempDir()
+	n := newNode(t, ctx, kubeletDir)
+	images := append([]string{env.privateImages[2]}, env.publicImages[1:6]...)
+	n.removeImages(t, ctx, images...)
+	secret := &imagecache.PullSecret{Namespace: "tenant-a", Name: "regcred", UID: "uid-a", Username: env.user, Password: env.pass}
+	cache := imagecache.ImageCache{Namespace: "tenant-a", Name: "big", Images: images, PullSecret: secret}
+
+	g := &gatedImages{ImageService: n.cri, gates: map[string]*gate{}}
+	containerdGate := g.gate(images[1])
+	managerGate := g.gate(images[3])
+	c1 := newCollector()
+	stop1 := startManager(t, ctx, n, g, stateDir, c1, imagecache.WithWorkers(1))
+	m1 := manager(t)
+	began := time.Now()
+	if err := m1.Apply(ctx, cache); err != nil {
+		t.Fatal(err)
+	}
+
+	// containerd goes away just as the second pull starts, and comes back.
+	<-containerdGate.reached
+	containerd(t, "stop")
+	close(containerdGate.proceed)
+	err := <-containerdGate.result
+	if err == nil || !cri.IsTransient(err) {
+		t.Errorf("pull against the stopped containerd = %v, want a transient error", err)
+	}
+	t.Logf("pull while containerd was down: %v", err)
+	restart := time.Now()
+	containerd(t, "start")
+	t.Logf("containerd started again in %v", time.Since(restart))
+
+	// The manager goes away while the fourth pull is about to start.
+	<-managerGate.reached
+	stop1()
+	close(managerGate.proceed)
+	first := c1.wait(t)
+	t.Logf("first manager: %d requests, counts %v, %v", first.Requests, first.Counts, first.Duration)
+	if first.Requests != len(images) || len(first.Results) != len(images) {
+		t.Fatalf("first manager lost results: %+v", first)
+	}
+	done := map[string]bool{}
+	for _, r := range first.Results {
+		switch {
+		case r.Status == imagecache.StatusSucceeded:
+			done[r.Request.Image] = true
+			if r.Request.Image == images[1] && r.Attempts < 2 {
+				t.Errorf("the pull cut off by the containerd restart succeeded after %d attempt(s), want a retry", r.Attempts)
+			}
+		case r.Status == imagecache.StatusUnknown && r.Reason == imagecache.ReasonShutDown:
+		default:
+			t.Errorf("%s: %s/%s (%s), want succeeded or unknown/ShutDown", r.Request.Image, r.Status, r.Reason, r.Message)
+		}
+	}
+	if !done[images[0]] || done[images[3]] {
+		t.Errorf("first manager finished %v; want the first image and not the fourth", done)
+	}
+	if intents, err := n.store.ListImagePullIntents(); err != nil || len(intents) != 0 {
+		t.Errorf("intents left by the first manager: %v, %v", intents, err)
+	}
+
+	// A new kubelet and a new image cache manager on the same directories.
+	_, ctx2 := ktesting.NewTestContext(t)
+	n2 := newNodeOn(t, ctx2, n.cri, kubeletDir)
+	c2 := newCollector()
+	startManager(t, ctx2, n2, n2.cri, stateDir, c2, imagecache.WithWorkers(2))
+	second := c2.wait(t)
+	t.Logf("resumed: %d requests, counts %v, %v; whole apply across both restarts %v", second.Requests, second.Counts, second.Duration, time.Since(began))
+	if second.WorkType != imagecache.WorkTypeCreate || second.Requests != len(images) {
+		t.Errorf("resumed batch = %+v", second)
+	}
+	for _, r := range second.Results {
+		want := imagecache.StatusSucceeded
+		if done[r.Request.Image] {
+			want = imagecache.StatusAlreadyPulled
+		}
+		if r.Status != want {
+			t.Errorf("resumed %s: %s/%s (%s), want %s", r.Request.Image, r.Status, r.Reason, r.Message, want)
+		}
+	}
+	if intents, err := n2.store.ListImagePullIntents(); err != nil || len(intents) != 0 {
+		t.Errorf("intents left behind: %v, %v", intents, err)
+	}
+	a := accessor.ImagePullSecret{UID: "uid-a", Namespace: "tenant-a", Name: "regcred", CredentialHash: secretHash()}
+	for _, img := range images {
+		st, err := n2.cri.ImageStatus(ctx2, img)
+		if err != nil || st == nil {
+			t.Errorf("%s not present after resume: %v", img, err)
+			continue
+		}
+		if must, err := n2.pulls.MustAttemptImagePull(ctx2, img, st.ID, podCreds(a)); err != nil || must {
+			t.Errorf("%s: tenant A pod must pull (%v)", img, err)
+		}
+		if must, err := n2.pulls.MustAttemptImagePull(ctx2, img, st.ID, podCreds()); err != nil || !must {
+			t.Errorf("%s: pod without credentials may use tenant A's image (%v)", img, err)
+		}
+	}
+}

@@ -1,0 +1,64 @@
+// Package imagecache is the node-local image cache manager: it keeps
+// declared, namespaced sets of images (ImageCache) present on the node,
+// pulling, refreshing and purging them through the CRI image service, and
+// records every pull in the pull manager (KEP-2535), so an image pre-pulled
+// with a tenant's secret is usable only by pods holding that secret, and an
+// anonymously pulled one by every pod.
+//
+// It keeps the vocabulary of kube-fledged's ImageManager (work types create,
+// update, delete, statusupdate, refresh, purge; statuses succeeded, failed,
+// jobcreated, alreadypulled, unknown) but runs on the node itself: no Jobs,
+// no pods, no crictl.
+//
+// # Guarantees
+//
+//   - Every request gets exactly one ImageWorkResult, delivered to the
+//     result handler: pulls and removals that ran, requests superseded by a
+//     later change (unknown/Superseded), and requests that never ran or were
+//     cut off because Run's context ended (unknown/ShutDown). Each batch
+//     (one Apply, Delete, Refresh, or resumed piece of work) then gets one
+//     CacheStatus (the statusupdate) with counts per status, after all its
+//     results.
+//   - Apply computes the difference with the applied version: added images
+//     are pulled (all of them when the credentials or ForceFullCache
+//     changed), dropped ones purged. Delete purges every image of the cache.
+//     A purge never removes an image another applied cache lists.
+//   - "Already pulled" is decided by the runtime's ImageStatus for the exact
+//     reference plus the pull manager's MustAttemptImagePull for the cache's
+//     credentials, never by text search. ForceFullCache always pulls.
+//   - Every pull is RecordPullIntent, then PullImage, then RecordImagePulled
+//     (with the cache's secret: UID, namespace, name and the kubelet's
+//     credential hash; or NodePodsAccessible for an anonymous pull) or
+//     RecordImagePullFailed, also when the pull is cut off by shutdown, so no
+//     intent is left behind.
+//   - A purge removes the image through the CRI and, with WithPullRecords,
+//     the pulled record of its imageRef once the runtime no longer has it.
+//   - At most WithWorkers requests run at once, and at most one per image:
+//     requests for an image that is queued or in flight join it, and one CRI
+//     call per distinct credential serves them all.
+//   - Each attempt has a deadline (WithRequestTimeout). Transient failures
+//     (cri.IsTransient) are retried with per-image exponential backoff up to
+//     WithRetries attempts; permanent ones (401/403, not found) are not.
+//   - With WithStateDir the applied caches and unfinished removals are
+//     persisted (JSON, temp file + fsync + rename + directory fsync) before
+//     Apply and Delete return, and a new manager on the same directory
+//     resumes whatever did not finish. A corrupt state file is an error
+//     (ErrState), never an empty state.
+//   - No credential or credential hash is logged or put in a result.
+//   - Metrics (Collectors): queue depth, results by work type and status,
+//     CRI pulls by result and their duration. Nothing is registered
+//     globally.
+//
+// # Non-guarantees
+//
+//   - The state file holds the caches' registry credentials (mode 0600 in
+//     a 0700 directory), as a node's docker config would.
+//   - Results are delivered in completion order; with one worker that is the
+//     order of the requests.
+//   - The "kept by another cache" check and the removal are not atomic with
+//     a concurrent Apply that adds the same image; that Apply's own pull
+//     brings the image back.
+//   - Retry backoff and request deadlines use real time; the injected clock
+//     drives timestamps, durations and periodic refresh.
+//   - Run can be called once per Manager.
+package imagecache

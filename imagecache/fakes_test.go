@@ -1,0 +1,344 @@
+package imagecache
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/klog/v2"
+
+	"github.com/pullrecords/pullrecords/accessor"
+	"github.com/pullrecords/pullrecords/cri"
+	"github.com/pullrecords/pullrecords/pullmanager"
+)
+
+func imageID(image string) string {
+	sum := sha256.Sum256([]byte(image))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+type pullCall struct {
+	Image string
+	User  string
+}
+
+// fakeImages is an in-memory image service: exact tag lookup, optional
+// registry auth per image, scripted failures and blocking pulls.
+type fakeImages struct {
+	mu       sync.Mutex
+	images   map[string]string // reference or ID -> ID
+	private  map[string]string // image -> "user:password"
+	failures map[string][]error
+	blocking map[string]bool
+	gates    map[string]chan struct{} // a pull of the image waits until closed
+	inflight map[string]int
+	maxSame  int // most concurrent pulls of one image seen
+	pulls    []pullCall
+	removes  []string
+	started  chan string
+}
+
+func newFakeImages() *fakeImages {
+	return &fakeImages{images: map[string]string{}, private: map[string]string{}, failures: map[string][]error{},
+		blocking: map[string]bool{}, gates: map[string]chan struct{}{}, inflight: map[string]int{}, started: make(chan string, 100)}
+}
+
+func (f *fakeImages) preload(images ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, img := range images {
+		f.images[img] = imageID(img)
+		f.images[imageID(img)] = imageID(img)
+	}
+}
+
+func (f *fakeImages) has(image string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.images[image]
+	return ok
+}
+
+func (f *fakeImages) pullCalls() []pullCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]pullCall(nil), f.pulls...)
+}
+
+func (f *fakeImages) ImageStatus(ctx context.Context, image string) (*cri.Image, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	id, ok := f.images[image]
+	if !ok {
+		return nil, nil
+	}
+	return &cri.Image{ID: id, RepoTags: []string{image}}, nil
+}
+
+func (f *fakeImages) PullImage(ctx context.Context, image string, auth *cri.AuthConfig) (string, error) {
+	f.mu.Lock()
+	user := ""
+	if auth != nil {
+		user = auth.Username
+	}
+	f.pulls = append(f.pulls, pullCall{image, user})
+	block := f.blocking[image]
+	var err error
+	if errs := f.failures[image]; len(errs) > 0 {
+		err, f.failures[image] = errs[0], errs[1:]
+	}
+	want := f.private[image]
+	gate := f.gates[image]
+	f.inflight[image]++
+	f.maxSame = max(f.maxSame, f.inflight[image])
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.inflight[image]--
+		f.mu.Unlock()
+	}()
+	f.started <- image
+	if gate != nil {
+		<-gate
+	}
+	if block {
+		<-ctx.Done()
+		return "", &cri.CallError{Op: "PullImage", Image: image, Code: codes.DeadlineExceeded, Message: ctx.Err().Error()}
+	}
+	if err != nil {
+		return "", err
+	}
+	if want != "" && (auth == nil || auth.Username+":"+auth.Password != want) {
+		return "", &cri.CallError{Op: "PullImage", Image: image, Code: codes.Unknown, Message: "pulling failed: 401 Unauthorized"}
+	}
+	f.preload(image)
+	return imageID(image), nil
+}
+
+func (f *fakeImages) RemoveImage(ctx context.Context, image string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.removes = append(f.removes, image)
+	id, ok := f.images[image]
+	if !ok {
+		return nil
+	}
+	for k, v := range f.images {
+		if v == id {
+			delete(f.images, k)
+		}
+	}
+	return nil
+}
+
+var errUnavailable = status.Error(codes.Unavailable, "runtime busy")
+
+// fakePulls is a recording pull manager with a simplified decision: a pod
+// may use a recorded image when the record is node-wide or names the pod's
+// secret with the same hash.
+type fakePulls struct {
+	mu      sync.Mutex
+	calls   []string
+	intents map[string]int
+	records map[string][]accessor.ImagePullCredentials
+	store   *fakeRecords // pulled records are mirrored here when set
+}
+
+func newFakePulls() *fakePulls {
+	return &fakePulls{intents: map[string]int{}, records: map[string][]accessor.ImagePullCredentials{}}
+}
+
+var _ pullmanager.ImagePullManager = (*fakePulls)(nil)
+
+func (p *fakePulls) RecordPullIntent(_ klog.Logger, image string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls = append(p.calls, "intent "+image)
+	p.intents[image]++
+	return nil
+}
+
+func (p *fakePulls) RecordImagePulled(_ context.Context, image, imageRef string, c *accessor.ImagePullCredentials) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls = append(p.calls, "pulled "+image)
+	p.intents[image]--
+	p.records[imageRef] = append(p.records[imageRef], *c)
+	if p.store != nil {
+		_ = p.store.WriteImagePulledRecord(klog.Background(), &accessor.ImagePulledRecord{ImageRef: imageRef,
+			CredentialMapping: map[string]accessor.ImagePullCredentials{image: *c}})
+	}
+}
+
+func (p *fakePulls) RecordImagePullFailed(_ context.Context, image string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls = append(p.calls, "failed "+image)
+	p.intents[image]--
+}
+
+func (p *fakePulls) MustAttemptImagePull(_ context.Context, image, imageRef string, get pullmanager.GetPodCredentials) (bool, error) {
+	p.mu.Lock()
+	recs := append([]accessor.ImagePullCredentials(nil), p.records[imageRef]...)
+	p.mu.Unlock()
+	secrets, _, err := get()
+	if err != nil {
+		return true, err
+	}
+	for _, c := range recs {
+		if c.NodePodsAccessible {
+			return false, nil
+		}
+		for _, have := range c.KubernetesSecrets {
+			for _, s := range secrets {
+				if s == have {
+					return false, nil
+				}
+			}
+		}
+	}
+	return true, nil
+}
+
+func (p *fakePulls) PruneUnknownRecords(context.Context, []string, time.Time) {}
+
+// outstanding returns images with an intent not followed by a pulled or
+// failed record.
+func (p *fakePulls) outstanding() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]int{}
+	for img, n := range p.intents {
+		if n != 0 {
+			out[img] = n
+		}
+	}
+	return out
+}
+
+func (p *fakePulls) recorded(imageRef string) []accessor.ImagePullCredentials {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]accessor.ImagePullCredentials(nil), p.records[imageRef]...)
+}
+
+func (p *fakePulls) seed(imageRef string, c accessor.ImagePullCredentials) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.records[imageRef] = append(p.records[imageRef], c)
+}
+
+// fakeRecords is a map-backed PullRecordsAccessor (only what purges use is
+// meaningful).
+type fakeRecords struct {
+	mu      sync.Mutex
+	records map[string]*accessor.ImagePulledRecord
+}
+
+func newFakeRecords() *fakeRecords {
+	return &fakeRecords{records: map[string]*accessor.ImagePulledRecord{}}
+}
+
+func (r *fakeRecords) ListImagePullIntents() ([]*accessor.ImagePullIntent, error) { return nil, nil }
+func (r *fakeRecords) ImagePullIntentExists(string) (bool, error)                 { return false, nil }
+func (r *fakeRecords) WriteImagePullIntent(klog.Logger, string) error             { return nil }
+func (r *fakeRecords) DeleteImagePullIntent(klog.Logger, string) error            { return nil }
+func (r *fakeRecords) ListImagePulledRecords() ([]*accessor.ImagePulledRecord, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*accessor.ImagePulledRecord
+	for _, rec := range r.records {
+		out = append(out, rec)
+	}
+	return out, nil
+}
+func (r *fakeRecords) GetImagePulledRecord(ref string) (*accessor.ImagePulledRecord, bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec, ok := r.records[ref]
+	return rec, ok, nil
+}
+func (r *fakeRecords) WriteImagePulledRecord(_ klog.Logger, rec *accessor.ImagePulledRecord) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.records[rec.ImageRef] = rec
+	return nil
+}
+func (r *fakeRecords) DeleteImagePulledRecord(_ klog.Logger, ref string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.records, ref)
+	return nil
+}
+
+// sink collects what the handlers receive.
+type sink struct {
+	mu       sync.Mutex
+	results  []ImageWorkResult
+	statuses []CacheStatus
+	events   []string // "result <image>" and "status <batch>", in order
+	statusCh chan CacheStatus
+}
+
+func newSink() *sink { return &sink{statusCh: make(chan CacheStatus, 100)} }
+
+func (s *sink) options() []Option {
+	return []Option{
+		WithResultHandler(func(r ImageWorkResult) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.results = append(s.results, r)
+			s.events = append(s.events, fmt.Sprintf("result %s %s", r.Request.ImageCache, r.Request.Image))
+		}),
+		WithStatusHandler(func(st CacheStatus) {
+			s.mu.Lock()
+			s.statuses = append(s.statuses, st)
+			s.events = append(s.events, fmt.Sprintf("status %s %d", st.ImageCache, st.Batch))
+			s.mu.Unlock()
+			s.statusCh <- st
+		}),
+	}
+}
+
+// wait returns the next completed batch status.
+func (s *sink) wait(t *testing.T) CacheStatus {
+	t.Helper()
+	select {
+	case st := <-s.statusCh:
+		return st
+	case <-time.After(60 * time.Second):
+		t.Fatal("no batch completed (test hung)")
+		return CacheStatus{}
+	}
+}
+
+func (s *sink) all() []ImageWorkResult {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]ImageWorkResult(nil), s.results...)
+}
+
+// run starts m.Run and returns a stop function that waits for it.
+func run(t *testing.T, m *Manager) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}

@@ -1,0 +1,120 @@
+package imagecache
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/pullrecords/pullrecords/accessor"
+)
+
+// Defaults.
+const (
+	DefaultWorkers            = 2
+	DefaultRequestTimeout     = 5 * time.Minute
+	DefaultMaxAttempts        = 4
+	DefaultRetryBaseDelay     = time.Second
+	DefaultRetryMaxDelay      = 2 * time.Minute
+	DefaultRefreshCheckPeriod = 10 * time.Second
+)
+
+// Option configures New.
+type Option func(*options)
+
+type options struct {
+	workers            int
+	requestTimeout     time.Duration
+	maxAttempts        int
+	retryBase          time.Duration
+	retryMax           time.Duration
+	refreshCheckPeriod time.Duration
+	clock              clock.WithTicker
+	records            accessor.PullRecordsAccessor
+	stateDir           string
+	node               string
+	runtimeVersion     string
+	onResult           func(ImageWorkResult)
+	onStatus           func(CacheStatus)
+}
+
+func defaultOptions() options {
+	return options{
+		workers:            DefaultWorkers,
+		requestTimeout:     DefaultRequestTimeout,
+		maxAttempts:        DefaultMaxAttempts,
+		retryBase:          DefaultRetryBaseDelay,
+		retryMax:           DefaultRetryMaxDelay,
+		refreshCheckPeriod: DefaultRefreshCheckPeriod,
+		clock:              clock.RealClock{},
+	}
+}
+
+func (o *options) validate() error {
+	switch {
+	case o.workers < 1:
+		return fmt.Errorf("%w: workers %d < 1", ErrInvalidOption, o.workers)
+	case o.maxAttempts < 1:
+		return fmt.Errorf("%w: max attempts %d < 1", ErrInvalidOption, o.maxAttempts)
+	case o.requestTimeout <= 0:
+		return fmt.Errorf("%w: request timeout %v", ErrInvalidOption, o.requestTimeout)
+	case o.retryBase <= 0 || o.retryMax < o.retryBase:
+		return fmt.Errorf("%w: retry backoff %v..%v", ErrInvalidOption, o.retryBase, o.retryMax)
+	case o.refreshCheckPeriod <= 0:
+		return fmt.Errorf("%w: refresh check period %v", ErrInvalidOption, o.refreshCheckPeriod)
+	case o.clock == nil:
+		return fmt.Errorf("%w: nil clock", ErrInvalidOption)
+	}
+	return nil
+}
+
+// WithWorkers sets how many requests run in parallel (default DefaultWorkers):
+// the bound on parallel pulls.
+func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
+
+// WithRequestTimeout sets the deadline of one attempt of one request
+// (default DefaultRequestTimeout).
+func WithRequestTimeout(d time.Duration) Option { return func(o *options) { o.requestTimeout = d } }
+
+// WithRetries sets how many attempts a request gets when it fails with a
+// transient error (default DefaultMaxAttempts), and the per-image exponential
+// backoff between them.
+func WithRetries(maxAttempts int, base, max time.Duration) Option {
+	return func(o *options) { o.maxAttempts, o.retryBase, o.retryMax = maxAttempts, base, max }
+}
+
+// WithClock injects the clock used for timestamps, durations and periodic
+// refresh (default the real clock). Retry backoff and request deadlines use
+// real time.
+func WithClock(c clock.WithTicker) Option { return func(o *options) { o.clock = c } }
+
+// WithRefreshCheckPeriod sets how often Run looks for caches due for a
+// periodic refresh (default DefaultRefreshCheckPeriod).
+func WithRefreshCheckPeriod(d time.Duration) Option {
+	return func(o *options) { o.refreshCheckPeriod = d }
+}
+
+// WithPullRecords gives the manager the store behind the pull manager, so a
+// purge can delete the removed image's pulled record.
+func WithPullRecords(records accessor.PullRecordsAccessor) Option {
+	return func(o *options) { o.records = records }
+}
+
+// WithStateDir persists the applied caches and unfinished work in dir, so a
+// new manager on the same dir resumes it. Without it nothing is persisted.
+func WithStateDir(dir string) Option { return func(o *options) { o.stateDir = dir } }
+
+// WithNode sets the node name and container runtime version put into
+// requests.
+func WithNode(name, containerRuntimeVersion string) Option {
+	return func(o *options) { o.node, o.runtimeVersion = name, containerRuntimeVersion }
+}
+
+// WithResultHandler receives every final ImageWorkResult. It is called from
+// the manager's goroutines without any lock held, so it may call the manager;
+// it should return quickly.
+func WithResultHandler(f func(ImageWorkResult)) Option { return func(o *options) { o.onResult = f } }
+
+// WithStatusHandler receives each batch's CacheStatus when the batch
+// completes (the statusupdate), after the handler got the batch's results.
+func WithStatusHandler(f func(CacheStatus)) Option { return func(o *options) { o.onStatus = f } }

@@ -1,0 +1,170 @@
+package imagecache
+
+import (
+	"time"
+)
+
+// WorkType is the kind of work a request or a batch does. The values are the
+// seed's (kube-fledged) vocabulary.
+type WorkType string
+
+// Work types.
+const (
+	// WorkTypeCreate pulls the images of a newly applied cache.
+	WorkTypeCreate WorkType = "create"
+	// WorkTypeUpdate pulls images added to a cache (and all of them when its
+	// credentials or ForceFullCache changed).
+	WorkTypeUpdate WorkType = "update"
+	// WorkTypeDelete removes the images of a deleted cache that no other
+	// cache keeps.
+	WorkTypeDelete WorkType = "delete"
+	// WorkTypeStatusUpdate marks a per-cache completion (CacheStatus).
+	WorkTypeStatusUpdate WorkType = "statusupdate"
+	// WorkTypeRefresh re-checks every image of a cache and pulls what is
+	// missing or not recorded for the cache's credentials.
+	WorkTypeRefresh WorkType = "refresh"
+	// WorkTypePurge removes an image an update dropped from a cache, unless
+	// another cache keeps it.
+	WorkTypePurge WorkType = "purge"
+)
+
+// ImageWorkStatus is the outcome of one request.
+type ImageWorkStatus string
+
+// Result statuses (the seed's vocabulary).
+const (
+	// StatusSucceeded: the image was pulled (or removed) as asked.
+	StatusSucceeded ImageWorkStatus = "succeeded"
+	// StatusFailed: the work failed permanently or ran out of retries.
+	StatusFailed ImageWorkStatus = "failed"
+	// StatusJobCreated: the work has started and has not finished. It is
+	// only ever a count in CacheStatus, never a final result.
+	StatusJobCreated ImageWorkStatus = "jobcreated"
+	// StatusAlreadyPulled: the runtime has the image and the pull manager
+	// already records it for the cache's credentials, so nothing was pulled.
+	StatusAlreadyPulled ImageWorkStatus = "alreadypulled"
+	// StatusUnknown: the work's outcome is unknown: it was cancelled at
+	// shutdown, or superseded by a later change of the cache.
+	StatusUnknown ImageWorkStatus = "unknown"
+)
+
+// Reasons set on results.
+const (
+	ReasonPulled          = "Pulled"
+	ReasonAlreadyPresent  = "AlreadyPresent"
+	ReasonRemoved         = "Removed"
+	ReasonNotPresent      = "NotPresent"
+	ReasonKeptByOther     = "KeptByOtherCache"
+	ReasonPullFailed      = "PullFailed"
+	ReasonUnauthorized    = "Unauthorized"
+	ReasonTimeout         = "DeadlineExceeded"
+	ReasonRetriesExceeded = "RetriesExceeded"
+	ReasonStatusFailed    = "ImageStatusFailed"
+	ReasonRemoveFailed    = "RemoveFailed"
+	ReasonIntentFailed    = "RecordIntentFailed"
+	ReasonRecordFailed    = "RecordDeleteFailed"
+	ReasonShutDown        = "ShutDown"
+	ReasonSuperseded      = "Superseded"
+)
+
+// CacheRef names an image cache.
+type CacheRef struct {
+	Namespace string
+	Name      string
+}
+
+// String returns "namespace/name".
+func (r CacheRef) String() string { return r.Namespace + "/" + r.Name }
+
+// PullSecret is a cache's registry credential and the coordinates of the
+// Kubernetes secret it came from. Username, Password and Email are the
+// fields the kubelet reads from a docker config secret; the credential hash
+// recorded for pulls is computed from them exactly as the kubelet does.
+type PullSecret struct {
+	Namespace string
+	Name      string
+	UID       string
+
+	Username string
+	Password string
+	Email    string
+}
+
+// ImageCache is a namespaced, named set of images kept on the node.
+type ImageCache struct {
+	Namespace string
+	Name      string
+	// Images are image references as a pod would write them. Duplicates are
+	// ignored; order is kept for dispatch.
+	Images []string
+	// ForceFullCache pulls even when the image is present and recorded.
+	ForceFullCache bool
+	// PullSecret is the credential to pull with; nil pulls anonymously, and
+	// an anonymous pull makes the image usable by every pod on the node.
+	PullSecret *PullSecret
+	// RefreshInterval re-checks the cache this often while Run runs; zero
+	// disables periodic refresh.
+	RefreshInterval time.Duration
+}
+
+// Ref returns the cache's namespace/name.
+func (c ImageCache) Ref() CacheRef { return CacheRef{Namespace: c.Namespace, Name: c.Name} }
+
+// ImageWorkRequest is one unit of work for one image on this node.
+type ImageWorkRequest struct {
+	Image                   string
+	Node                    string
+	ContainerRuntimeVersion string
+	WorkType                WorkType
+	ForceFullCache          bool
+	ImageCache              CacheRef
+}
+
+// ImageWorkResult is the final outcome of one request. Every request gets
+// exactly one.
+type ImageWorkResult struct {
+	Request ImageWorkRequest
+	Status  ImageWorkStatus
+	Reason  string
+	Message string
+	// ImageRef is the image ID pulled, found present, or removed.
+	ImageRef string
+	// Started is when the first attempt began (zero if none did), Finished
+	// when the result was decided, Duration the time in between.
+	Started  time.Time
+	Finished time.Time
+	Duration time.Duration
+	// Attempts counts the attempts made (retries included).
+	Attempts int
+}
+
+// CacheStatus is a per-cache completion (the seed's statusupdate): the
+// progress and results of the latest batch of work queued for a cache by
+// Apply, Delete, Refresh or a resume after restart.
+type CacheStatus struct {
+	ImageCache CacheRef
+	// WorkType is the batch's action: create, update, delete, refresh, or
+	// purge (a batch that only removes images dropped by an update).
+	WorkType WorkType
+	// Batch numbers batches in the order they were queued (per manager run).
+	Batch    uint64
+	Complete bool
+	Started  time.Time
+	Finished time.Time
+	Duration time.Duration
+	// Requests is the number of requests in the batch; Queued of them wait,
+	// InFlight of them are being worked on.
+	Requests int
+	Queued   int
+	InFlight int
+	// Counts holds final results per status, plus StatusJobCreated for the
+	// requests in flight.
+	Counts map[ImageWorkStatus]int
+	// Results are the final results so far, in request order.
+	Results []ImageWorkResult
+}
+
+// Failed reports whether any finished request failed or ended unknown.
+func (s CacheStatus) Failed() bool {
+	return s.Counts[StatusFailed] > 0 || s.Counts[StatusUnknown] > 0
+}

@@ -1,0 +1,282 @@
+package imagecache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pullrecords/pullrecords/accessor"
+	"github.com/pullrecords/pullrecords/cri"
+	"github.com/pullrecords/pullrecords/pullmanager"
+)
+
+// outcome is what one attempt decided for a group of requests.
+type outcome struct {
+	status   ImageWorkStatus
+	reason   string
+	message  string
+	imageRef string
+	retry    bool // a transient failure: try again if attempts are left
+}
+
+func (m *Manager) resultFor(r *request, now time.Time, o outcome) ImageWorkResult {
+	res := ImageWorkResult{Request: r.req, Status: o.status, Reason: o.reason, Message: o.message,
+		ImageRef: o.imageRef, Started: r.started, Finished: now, Attempts: r.attempts}
+	if !r.started.IsZero() {
+		res.Duration = now.Sub(r.started)
+	}
+	return res
+}
+
+func (m *Manager) processNext(ctx context.Context) bool {
+	image, shutdown := m.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer m.queue.Done(image)
+	m.process(ctx, image)
+	return true
+}
+
+// pullGroup is the pull requests for one image that share credentials and
+// ForceFullCache: one CRI pull serves them all.
+type pullGroup struct {
+	secret *PullSecret
+	force  bool
+	reqs   []*request
+}
+
+func groupKey(s *PullSecret, force bool) string {
+	k := fmt.Sprintf("force=%t", force)
+	if s != nil {
+		// The hash stands for the content; the coordinates are recorded
+		// per secret, so each secret gets its own pull and record.
+		k += "|" + s.Namespace + "/" + s.Name + "/" + s.UID + "/" + credentialHash(s)
+	}
+	return k
+}
+
+// process runs every request waiting for image: the pulls, grouped by
+// credentials, or one removal.
+func (m *Manager) process(ctx context.Context, image string) {
+	m.mu.Lock()
+	e := m.entries[image]
+	if e == nil || len(e.waiting) == 0 {
+		m.mu.Unlock()
+		m.queue.Forget(image)
+		return
+	}
+	work := e.waiting
+	e.waiting = nil
+	e.inFlight += len(work)
+	now := m.clock.Now()
+	for _, r := range work {
+		r.attempts++
+		if r.started.IsZero() {
+			r.started = now
+		}
+		r.batch.inFlight++
+	}
+	var keepers []string
+	for ref, cs := range m.caches {
+		if slices.Contains(cs.spec.Images, image) {
+			keepers = append(keepers, ref.String())
+		}
+	}
+	var groups []*pullGroup
+	index := map[string]*pullGroup{}
+	var removals []*request
+	for _, r := range work {
+		switch {
+		case ctx.Err() != nil:
+			m.finishLocked(r, m.resultFor(r, now, outcome{status: StatusUnknown, reason: ReasonShutDown,
+				message: "The manager shut down before the work ran"}), true)
+		case r.removes() && len(keepers) > 0:
+			m.finishLocked(r, m.resultFor(r, now, outcome{status: StatusSucceeded, reason: ReasonKeptByOther,
+				message: "Not removed: still kept by " + strings.Join(slices.Sorted(slices.Values(keepers)), ", ")}), true)
+		case r.removes():
+			removals = append(removals, r)
+		default:
+			cs := m.caches[r.req.ImageCache]
+			if cs == nil || !slices.Contains(cs.spec.Images, image) {
+				m.finishLocked(r, m.resultFor(r, now, outcome{status: StatusUnknown, reason: ReasonSuperseded,
+					message: "Not pulled: the image is no longer in the cache"}), true)
+				continue
+			}
+			force := r.req.ForceFullCache
+			k := groupKey(cs.spec.PullSecret, force)
+			g := index[k]
+			if g == nil {
+				g = &pullGroup{secret: cs.spec.PullSecret, force: force}
+				index[k] = g
+				groups = append(groups, g)
+			}
+			g.reqs = append(g.reqs, r)
+		}
+	}
+	m.mu.Unlock()
+	m.flush()
+
+	type decided struct {
+		reqs []*request
+		o    outcome
+	}
+	var results []decided
+	for _, g := range groups {
+		results = append(results, decided{g.reqs, m.pull(ctx, image, g)})
+	}
+	if len(removals) > 0 {
+		results = append(results, decided{removals, m.remove(ctx, image)})
+	}
+
+	m.mu.Lock()
+	now = m.clock.Now()
+	requeue := false
+	for _, d := range results {
+		for _, r := range d.reqs {
+			if d.o.retry && r.attempts < m.opts.maxAttempts && ctx.Err() == nil {
+				requeue = true
+				r.batch.inFlight--
+				e.inFlight--
+				e.waiting = append(e.waiting, r)
+				continue
+			}
+			o := d.o
+			if o.retry && o.status == StatusFailed && r.attempts > 1 {
+				o.message = fmt.Sprintf("After %d attempts: %s", r.attempts, o.message)
+			}
+			m.finishLocked(r, m.resultFor(r, now, o), true)
+		}
+	}
+	if requeue && m.entries[image] == nil {
+		m.entries[image] = e
+	}
+	m.mu.Unlock()
+	if requeue {
+		m.queue.AddRateLimited(image)
+	} else {
+		m.queue.Forget(image)
+	}
+	m.flush()
+}
+
+// credentials returns what a pull with s is recorded as, what a pod holding
+// exactly s would present, and the registry auth.
+func credentials(s *PullSecret) (*accessor.ImagePullCredentials, pullmanager.GetPodCredentials, *cri.AuthConfig) {
+	if s == nil {
+		return &accessor.ImagePullCredentials{NodePodsAccessible: true},
+			func() ([]accessor.ImagePullSecret, *accessor.ImagePullServiceAccount, error) { return nil, nil, nil },
+			nil
+	}
+	sec := accessor.ImagePullSecret{UID: s.UID, Namespace: s.Namespace, Name: s.Name, CredentialHash: credentialHash(s)}
+	return &accessor.ImagePullCredentials{KubernetesSecrets: []accessor.ImagePullSecret{sec}},
+		func() ([]accessor.ImagePullSecret, *accessor.ImagePullServiceAccount, error) {
+			return []accessor.ImagePullSecret{sec}, nil, nil
+		},
+		&cri.AuthConfig{Username: s.Username, Password: s.Password}
+}
+
+// pull makes one attempt for a group: "already pulled" when the runtime has
+// the image and the pull manager would let a pod with the group's credentials
+// use it; otherwise a recorded pull.
+func (m *Manager) pull(ctx context.Context, image string, g *pullGroup) outcome {
+	logger := m.logger.WithValues("image", image)
+	if g.secret != nil {
+		logger = logger.WithValues("secret", g.secret.Namespace+"/"+g.secret.Name)
+	}
+	rctx, cancel := context.WithTimeout(ctx, m.opts.requestTimeout)
+	defer cancel()
+	creds, podCreds, auth := credentials(g.secret)
+
+	if !g.force {
+		st, err := m.images.ImageStatus(rctx, image)
+		if err != nil {
+			return m.failure(ctx, ReasonStatusFailed, err)
+		}
+		if st != nil {
+			must, err := m.pulls.MustAttemptImagePull(rctx, image, st.ID, podCreds)
+			if err == nil && !must {
+				logger.V(3).Info("Image already present and usable with the cache's credentials", "imageRef", st.ID)
+				return outcome{status: StatusAlreadyPulled, reason: ReasonAlreadyPresent, imageRef: st.ID,
+					message: "Present on the node and usable with the cache's credentials"}
+			}
+			if err != nil {
+				logger.Error(err, "Checking pull records failed; pulling to verify")
+			}
+		}
+	}
+
+	if err := m.pulls.RecordPullIntent(logger, image); err != nil {
+		return outcome{status: StatusFailed, reason: ReasonIntentFailed, retry: true,
+			message: "Not pulled: recording the pull intent failed: " + err.Error()}
+	}
+	start := m.clock.Now()
+	ref, err := m.images.PullImage(rctx, image, auth)
+	elapsed := m.clock.Since(start).Seconds()
+	bg := context.WithoutCancel(ctx)
+	if err != nil {
+		m.pulls.RecordImagePullFailed(bg, image)
+		m.metrics.pulls.WithLabelValues("failed").Inc()
+		m.metrics.pullDuration.WithLabelValues("failed").Observe(elapsed)
+		logger.V(2).Info("Image pull failed", "err", err, "transient", cri.IsTransient(err))
+		return m.failure(ctx, ReasonPullFailed, err)
+	}
+	m.pulls.RecordImagePulled(bg, image, ref, creds)
+	m.metrics.pulls.WithLabelValues("succeeded").Inc()
+	m.metrics.pullDuration.WithLabelValues("succeeded").Observe(elapsed)
+	logger.V(2).Info("Pulled image", "imageRef", ref)
+	msg := "Pulled anonymously; usable by every pod on the node"
+	if g.secret != nil {
+		msg = "Pulled with the credentials of secret " + g.secret.Namespace + "/" + g.secret.Name
+	}
+	return outcome{status: StatusSucceeded, reason: ReasonPulled, imageRef: ref, message: msg}
+}
+
+// remove makes one attempt to remove image and, once the runtime no longer
+// has its content, its pulled record.
+func (m *Manager) remove(ctx context.Context, image string) outcome {
+	logger := m.logger.WithValues("image", image)
+	rctx, cancel := context.WithTimeout(ctx, m.opts.requestTimeout)
+	defer cancel()
+	st, err := m.images.ImageStatus(rctx, image)
+	if err != nil {
+		return m.failure(ctx, ReasonStatusFailed, err)
+	}
+	if st == nil {
+		return outcome{status: StatusSucceeded, reason: ReasonNotPresent, message: "The runtime does not have the image"}
+	}
+	if err := m.images.RemoveImage(rctx, image); err != nil {
+		return m.failure(ctx, ReasonRemoveFailed, err)
+	}
+	if m.opts.records != nil {
+		still, err := m.images.ImageStatus(rctx, st.ID)
+		if err != nil {
+			return m.failure(ctx, ReasonStatusFailed, err)
+		}
+		if still == nil {
+			if err := m.opts.records.DeleteImagePulledRecord(logger, st.ID); err != nil {
+				return outcome{status: StatusFailed, reason: ReasonRecordFailed, imageRef: st.ID, retry: true,
+					message: "Image removed, but deleting its pulled record failed: " + err.Error()}
+			}
+		}
+	}
+	logger.V(2).Info("Removed image", "imageRef", st.ID)
+	return outcome{status: StatusSucceeded, reason: ReasonRemoved, imageRef: st.ID, message: "Removed from the node"}
+}
+
+// failure classifies an error of a CRI call.
+func (m *Manager) failure(ctx context.Context, reason string, err error) outcome {
+	if ctx.Err() != nil {
+		return outcome{status: StatusUnknown, reason: ReasonShutDown, message: "Cut off by shutdown: " + err.Error()}
+	}
+	switch {
+	case errors.Is(err, cri.ErrUnauthorized):
+		reason = ReasonUnauthorized
+	case errors.Is(err, cri.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		reason = ReasonTimeout
+	}
+	return outcome{status: StatusFailed, reason: reason, message: err.Error(), retry: cri.IsTransient(err)}
+}
