@@ -1,0 +1,150 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pullrecords/pullrecords/imagecache"
+)
+
+func TestExitCode(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{nil, 0},
+		{fmt.Errorf("%w: 3 problems", errProblemsFound), 1},
+		{usageErrorf("bad flag"), 2},
+		{errors.New("permission denied"), 2},
+	} {
+		if got := exitCode(tc.err); got != tc.want {
+			t.Errorf("exitCode(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestReportErrorIsOneLine(t *testing.T) {
+	var b bytes.Buffer
+	reportError(&b, errors.New("first\nsecond"))
+	if got, want := b.String(), "pullrecords: first; second\n"; got != want {
+		t.Errorf("reportError = %q, want %q", got, want)
+	}
+}
+
+func TestParseAge(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    time.Duration
+		wantErr bool
+	}{
+		{in: "0s"},
+		{in: "36h", want: 36 * time.Hour},
+		{in: "7d", want: 7 * 24 * time.Hour},
+		{in: "-1h", wantErr: true},
+		{in: "-2d", wantErr: true},
+		{in: "d", wantErr: true},
+		{in: "soon", wantErr: true},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := parseAge(tc.in)
+			if tc.wantErr {
+				if !errors.Is(err, errUsage) {
+					t.Fatalf("parseAge(%q) error = %v, want a usage error", tc.in, err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("parseAge(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestCleanDetail(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"plain", "plain"},
+		{"a\nb\tc", "a b c"},
+		{`Object 'Kind' is missing in '{"credentialHash":"secret"}` + "\n'", "Object 'Kind' is missing (content not shown)"},
+		{strings.Repeat("x", 300), strings.Repeat("x", 200) + "…"},
+	} {
+		if got := cleanDetail(tc.in); got != tc.want {
+			t.Errorf("cleanDetail(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestPlural(t *testing.T) {
+	for _, tc := range []struct {
+		n          int
+		word, want string
+	}{
+		{0, "record", "0 records"},
+		{1, "record", "1 record"},
+		{2, "entry", "2 entries"},
+		{1, "entry", "1 entry"},
+	} {
+		if got := plural(tc.n, tc.word); got != tc.want {
+			t.Errorf("plural(%d, %q) = %q, want %q", tc.n, tc.word, got, tc.want)
+		}
+	}
+}
+
+func TestProgress(t *testing.T) {
+	res := imagecache.ImageWorkResult{
+		Request: imagecache.ImageWorkRequest{Image: "nginx:1.27", WorkType: imagecache.WorkTypeCreate,
+			ImageCache: imagecache.CacheRef{Namespace: "shared", Name: "public"}},
+		Status: imagecache.StatusSucceeded, Reason: imagecache.ReasonPulled,
+	}
+	failed := res
+	failed.Status, failed.Reason, failed.Message = imagecache.StatusFailed, imagecache.ReasonPullFailed, "boom"
+
+	t.Run("plain", func(t *testing.T) {
+		var b bytes.Buffer
+		p := &progress{w: &b, counts: map[imagecache.ImageWorkStatus]int{}}
+		p.result(res)
+		p.result(failed)
+		want := "succeeded     create   shared/public nginx:1.27 Pulled\n" +
+			"failed        create   shared/public nginx:1.27 PullFailed: boom\n"
+		if b.String() != want {
+			t.Errorf("plain output:\n%q\nwant\n%q", b.String(), want)
+		}
+		if p.failed != 1 {
+			t.Errorf("failed = %d, want 1", p.failed)
+		}
+	})
+	t.Run("terminal", func(t *testing.T) {
+		var b bytes.Buffer
+		p := &progress{w: &b, terminal: true, counts: map[imagecache.ImageWorkStatus]int{}}
+		p.result(res)
+		p.status(imagecache.CacheStatus{ImageCache: res.Request.ImageCache, WorkType: imagecache.WorkTypeCreate, Batch: 1, Requests: 1})
+		out := b.String()
+		if !strings.HasPrefix(out, "\r\x1b[K") || strings.Count(out, "\n") != 1 || !strings.Contains(out, "[1 succeeded, 0 already pulled, 0 failed]") {
+			t.Errorf("terminal output %q: want a rewritten progress line and one completed line", out)
+		}
+	})
+	if isTerminal(&bytes.Buffer{}) {
+		t.Error("a buffer is not a terminal")
+	}
+}
+
+// TestRunInProcess runs the command in-process, as main does.
+func TestRunInProcess(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"--kubelet-dir", t.TempDir(), "-o", "json", "ls"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), `"records": []`) {
+		t.Errorf("stdout %q: want an empty record list", stdout.String())
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := run(context.Background(), []string{"--bogus"}, &stdout, &stderr); code != 2 || stdout.Len() != 0 {
+		t.Errorf("bad flag: exit %d, stdout %q; want 2 and nothing on stdout", code, stdout.String())
+	}
+}

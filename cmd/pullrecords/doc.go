@@ -1,0 +1,20 @@
+// Command pullrecords inspects, explains and repairs the image pull records a
+// kubelet (or a runtime shim using this module) keeps under
+// <kubelet dir>/image_manager, and plays a self-contained demonstration of
+// the pull manager.
+//
+// Guarantees:
+//   - Every command is read-only unless its help says it writes: ls, get,
+//     explain, fsck (without --repair), migrate (without --apply), cache status
+//     and prune --dry-run open the store read-only.
+//   - Exit status 0 means success, 1 means the command ran and found problems
+//     (fsck), 2 means it could not run (bad flag, missing directory,
+//     permission denied, unreachable or non-CRI socket). A "must pull"
+//     decision is an answer, not an error: explain exits 0.
+//   - Errors are one line on stderr prefixed "pullrecords: "; no stack traces
+//     and no usage dump on runtime errors.
+//   - Credential hashes are never printed in full, and never logged.
+//
+// Non-guarantees: the table output format is for people and may change; use
+// -o json or -o yaml in scripts.
+package main

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pullrecords/pullrecords/cmd/pullrecords/internal/explain"
+	"github.com/pullrecords/pullrecords/pullmanager"
+)
+
+type explainOptions struct {
+	secrets        []string
+	serviceAccount string
+	policy         string
+	allowlist      []string
+	protect        bool
+}
+
+func newExplainCmd(g *globalOptions) *cobra.Command {
+	o := &explainOptions{}
+	cmd := &cobra.Command{
+		Use:   "explain IMAGE IMAGEREF",
+		Short: "Explain whether a pod must pull an image already present (read-only)",
+		Long: `Explain the answer MustAttemptImagePull would give for a pod that asks for IMAGE
+(the pod's image string, verbatim) when the node already has it as IMAGEREF (the
+image ID), step by step, from the records on disk. Nothing is written: where the
+manager would update a record during the check, the explanation says so.
+
+"must pull" means the pod must prove to the registry that its credentials can
+pull the image; it is an answer, not an error (exit status 0).`,
+		Example: `  pullrecords explain registry.example.com/team-a/app:1.0 sha256:4f1c... \
+      --secret team-a/regcred/0b6e...:9a3c...
+  pullrecords explain nginx sha256:... --policy AlwaysVerify`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runExplain(g, o, args[0], args[1])
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&o.secrets, "secret", nil, "a pod pull secret as namespace/name/uid[:credential-hash] (repeatable)")
+	f.StringVar(&o.serviceAccount, "service-account", "", "the pod's service account as namespace/name/uid")
+	f.StringVar(&o.policy, "policy", string(pullmanager.NeverVerifyPreloadedImages),
+		"credential verification policy: NeverVerify, NeverVerifyPreloadedImages, NeverVerifyAllowlistedImages or AlwaysVerify")
+	f.StringSliceVar(&o.allowlist, "allowlist", nil, "allowlist patterns for NeverVerifyAllowlistedImages (comma-separated or repeated)")
+	f.BoolVar(&o.protect, "protect-preloaded", false,
+		"explain with the fix for kubernetes#138175 (pullmanager.WithPreloadedImageProtection): a record counts as pulled by the kubelet only for the names it maps")
+	return cmd
+}
+
+func (o *explainOptions) pod() (explain.Pod, error) {
+	var pod explain.Pod
+	for _, s := range o.secrets {
+		sec, err := explain.ParseSecret(s)
+		if err != nil {
+			return pod, fmt.Errorf("%w: --secret: %w", errUsage, err)
+		}
+		pod.Secrets = append(pod.Secrets, sec)
+	}
+	if o.serviceAccount != "" {
+		sa, err := explain.ParseServiceAccount(o.serviceAccount)
+		if err != nil {
+			return pod, fmt.Errorf("%w: --service-account: %w", errUsage, err)
+		}
+		pod.ServiceAccount = &sa
+	}
+	return pod, nil
+}
+
+func buildPolicy(name string, allowlist []string) (pullmanager.ImagePullPolicyEnforcer, error) {
+	p, err := pullmanager.NewImagePullCredentialVerificationPolicy(pullmanager.VerificationPolicy(name), allowlist)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --policy/--allowlist: %w", errUsage, err)
+	}
+	return p, nil
+}
+
+func runExplain(g *globalOptions, o *explainOptions, image, imageRef string) error {
+	pod, err := o.pod()
+	if err != nil {
+		return err
+	}
+	policy, err := buildPolicy(o.policy, o.allowlist)
+	if err != nil {
+		return err
+	}
+	store, err := g.openReadOnly()
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	e := explain.Explain(store, explain.Options{
+		Policy:           policy,
+		PolicyName:       o.policy,
+		Normalize:        pullmanager.NormalizeImageName,
+		ProtectPreloaded: o.protect,
+	}, image, imageRef, pod)
+	return g.emit(e, func(w io.Writer) error {
+		printExplanation(w, e)
+		return nil
+	})
+}
+
+// decisionWord is the answer in words.
+func decisionWord(mustPull bool) string {
+	if mustPull {
+		return "must pull"
+	}
+	return "may use"
+}
+
+func printExplanation(w io.Writer, e explain.Explanation) {
+	fmt.Fprintf(w, "image:\t%s\n", e.Image)
+	fmt.Fprintf(w, "imageRef:\t%s\n", orDash(e.ImageRef))
+	fmt.Fprintf(w, "policy:\t%s\n", orDash(e.Policy))
+	fmt.Fprintf(w, "decision:\t%s (%s), step %d: %s\n", decisionWord(e.MustPull), e.Result, e.DecidedAt, e.Rule)
+	fmt.Fprintln(w, "\nSTEP\tCHECK\tFINDING")
+	for _, s := range e.Steps {
+		fmt.Fprintf(w, "%d\t%s\t%s\n", s.Number, s.Check, s.Finding)
+	}
+	if !e.CredentialsLookedUp && e.ImageRef != "" {
+		fmt.Fprintln(w, "\nThe pod's credentials are not looked up for this decision.")
+	}
+	if r := e.WouldRecord; r != nil {
+		fmt.Fprintf(w, "\nThe manager would record secret %s/%s (uid %s) for this image during the check.\n", r.Namespace, r.Name, r.UID)
+	}
+}

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pullrecords/pullrecords/accessor"
+	"github.com/pullrecords/pullrecords/fsstore"
+)
+
+type fsckOptions struct {
+	repair bool
+}
+
+// problemView is one problem as printed.
+type problemView struct {
+	Dir     string `json:"dir"`
+	Name    string `json:"name"`
+	Problem string `json:"problem"`
+	Kind    string `json:"kind,omitempty"`
+	Version string `json:"version,omitempty"`
+	Key     string `json:"key,omitempty"`
+	Detail  string `json:"detail,omitempty"`
+}
+
+type fsckOutput struct {
+	Intents  int           `json:"intents"`
+	Records  int           `json:"records"`
+	Problems []problemView `json:"problems"`
+	// Repaired lists entries moved to quarantine by --repair.
+	Repaired []string `json:"quarantined,omitempty"`
+	// Remaining lists problems left after --repair.
+	Remaining []problemView `json:"remaining,omitempty"`
+}
+
+func newFsckCmd(g *globalOptions) *cobra.Command {
+	o := &fsckOptions{}
+	cmd := &cobra.Command{
+		Use:   "fsck",
+		Short: "Check every record file; --repair fixes what it can (writes)",
+		Long: `Check every file under <kubelet dir>/image_manager/{pulling,pulled}: it decodes
+strictly, its name is the hash of the key it holds, it is of the right kind for
+its directory, it is a regular file with mode 0600, it is not a leftover temporary
+file or a foreign file, and it is written in the current version (v1beta1).
+
+Without --repair nothing is written. With --repair (stop the kubelet first),
+broken and foreign entries are moved to image_manager/quarantine, temporary files
+are removed, v1alpha1 files are rewritten as v1beta1 and modes are reset.
+
+Exit status: 0 clean (or clean after --repair), 1 problems found (or left after
+--repair), 2 could not run.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runFsck(g, o)
+		},
+	}
+	cmd.Flags().BoolVar(&o.repair, "repair", false, "quarantine broken files, remove temporary files, migrate old versions, fix modes (writes)")
+	return cmd
+}
+
+func viewProblems(r *fsstore.Report) []problemView {
+	out := []problemView{}
+	for _, f := range r.Files {
+		v := problemView{Dir: f.Dir, Name: f.Name, Problem: string(f.Problem), Kind: f.Kind, Version: f.Version, Key: f.Key}
+		if err := f.Err; err != nil {
+			// The path is in the row already: print the cause only.
+			var ce *accessor.CorruptRecordError
+			if errors.As(err, &ce) && ce.Err != nil {
+				err = ce.Err
+			}
+			v.Detail = cleanDetail(err.Error())
+		}
+		if f.Problem == fsstore.ProblemKeyMismatch && f.Key != "" {
+			v.Detail += " (holds " + f.Key + ")"
+		}
+		out = append(out, v)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Dir != out[j].Dir {
+			return out[i].Dir < out[j].Dir
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+func runFsck(g *globalOptions, o *fsckOptions) error {
+	if err := checkKubeletDir(g.kubeletDir); err != nil {
+		return err
+	}
+	ok, err := hasStore(g.kubeletDir)
+	if err != nil {
+		return err
+	}
+	out := fsckOutput{Problems: []problemView{}}
+	if ok {
+		report, err := fsstore.Inspect(g.kubeletDir)
+		if err != nil {
+			return describeFSError(err)
+		}
+		out.Intents, out.Records = report.Intents, report.Records
+		out.Problems = viewProblems(report)
+		if o.repair && len(report.Files) > 0 {
+			moved, err := fsstore.Repair(g.logger(), g.kubeletDir, report)
+			if err != nil {
+				return fmt.Errorf("repair: %w", describeFSError(err))
+			}
+			out.Repaired = append([]string{}, moved...)
+			sort.Strings(out.Repaired)
+			after, err := fsstore.Inspect(g.kubeletDir)
+			if err != nil {
+				return describeFSError(err)
+			}
+			out.Remaining = viewProblems(after)
+			out.Intents, out.Records = after.Intents, after.Records
+		}
+	}
+	if err := g.emit(out, func(w io.Writer) error {
+		printFsck(w, out, o.repair)
+		return nil
+	}); err != nil {
+		return err
+	}
+	left := len(out.Problems)
+	if o.repair {
+		left = len(out.Remaining)
+	}
+	if left > 0 {
+		return fmt.Errorf("%w: %s", errProblemsFound, plural(left, "problem"))
+	}
+	return nil
+}
+
+func printFsck(w io.Writer, out fsckOutput, repair bool) {
+	if len(out.Problems) > 0 {
+		row(w, "DIR", "NAME", "PROBLEM", "DETAIL")
+		for _, p := range out.Problems {
+			row(w, p.Dir, orDash(p.Name), p.Problem, detail(p))
+		}
+		fmt.Fprintln(w)
+	}
+	if repair && len(out.Problems) > 0 {
+		for _, m := range out.Repaired {
+			fmt.Fprintf(w, "quarantined %s\n", m)
+		}
+		fmt.Fprintf(w, "%s found; repaired (%s quarantined); %s, %s readable; %s left\n",
+			plural(len(out.Problems), "problem"), plural(len(out.Repaired), "entry"),
+			plural(out.Intents, "intent"), plural(out.Records, "record"), plural(len(out.Remaining), "problem"))
+		return
+	}
+	fmt.Fprintf(w, "%s, %s readable; %s found\n", plural(out.Intents, "intent"), plural(out.Records, "record"), plural(len(out.Problems), "problem"))
+}
+
+func detail(p problemView) string {
+	switch {
+	case p.Detail != "":
+		return p.Detail
+	case p.Version != "":
+		return p.Kind + " " + p.Version + " " + p.Key
+	default:
+		return "-"
+	}
+}
+
+// cleanDetail keeps an error on one table line and never echoes file
+// content (a decoder error may quote the whole file, credential hashes
+// included).
+func cleanDetail(s string) string {
+	if i := strings.Index(s, " in '{"); i >= 0 {
+		s = s[:i] + " (content not shown)"
+	}
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > 200 {
+		s = string(r[:200]) + "…"
+	}
+	return s
+}

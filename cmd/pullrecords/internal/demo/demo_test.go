@@ -1,0 +1,118 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"k8s.io/klog/v2"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/pullrecords/pullrecords/pullmanager"
+)
+
+func runDemo(t testing.TB, noSync bool) ([]Event, Summary) {
+	t.Helper()
+	var events []Event
+	sum, err := Run(context.Background(), Config{
+		KubeletDir: t.TempDir(),
+		Logger:     klog.Background(),
+		NoSync:     noSync,
+		OnEvent:    func(e Event) { events = append(events, e) },
+	})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return events, sum
+}
+
+// TestRun plays the scenario (with fsync, as the command does) and checks
+// the summary and the decisions that carry the story.
+func TestRun(t *testing.T) {
+	events, sum := runDemo(t, false)
+	want := Summary{Policy: policyDefault, Decisions: 19, MayUse: 11, MustPull: 8, Pulls: 14, PullsDenied: 4, Records: 7, Intents: 0, Files: 7}
+	if diff := cmp.Diff(want, sum, cmpopts.IgnoreFields(Summary{}, "Elapsed")); diff != "" {
+		t.Errorf("summary -want +got:\n%s", diff)
+	}
+	type decision struct {
+		Pod, Decision string
+		Step          int
+		Outcome       string
+	}
+	got := map[string]decision{}
+	for _, e := range events {
+		if e.Kind == KindStart {
+			got[e.Pod] = decision{e.Pod, e.Decision, e.Step, e.Outcome}
+		}
+	}
+	for _, w := range []decision{
+		{"team-a/api-0", "not present", 0, "running"},
+		{"team-a/api-1", "may use", 12, "running"},
+		{"team-b/snoop", "must pull", 14, "ErrImagePull"},
+		{"team-a/api-2", "may use", 12, "running"},   // rotation
+		{"team-a/api-3", "may use", 12, "running"},   // same credential, other secret
+		{"team-c/tools-1", "may use", 13, "running"}, // service account
+		{"team-a/web", "may use", 9, "running"},      // anonymous pull is node-wide
+		{"team-b/sidecar", "may use", 5, "running"},  // preloaded
+		{"team-b/snoop-2", "must pull", 8, "ErrImagePull"},
+		{"team-c/batch-1", "must pull", 8, "running"}, // recovered intent: re-verify
+		{"team-a/web-2", "not present", 0, "running"}, // pruned and removed
+		{"team-b/sidecar-2", "may use", 5, "running"}, // allowlisted
+		{"team-b/shell", "must pull", 6, "running"},   // preloaded, not allowlisted
+		{"team-b/pause", "must pull", 6, "running"},   // AlwaysVerify
+		{"team-b/tool", "may use", 5, "running"},      // preloaded
+		{"team-a/mirror", "not present", 0, "running"},
+		{"team-b/tool-2", "may use", 5, "running"},   // protected: still preloaded
+		{"team-b/tool-3", "must pull", 8, "running"}, // upstream: poisoned
+	} {
+		if diff := cmp.Diff(w, got[w.Pod]); diff != "" {
+			t.Errorf("pod %s -want +got:\n%s", w.Pod, diff)
+		}
+	}
+}
+
+// TestRunIsDeterministic plays twice and compares every event.
+func TestRunIsDeterministic(t *testing.T) {
+	first, _ := runDemo(t, true)
+	second, _ := runDemo(t, true)
+	if diff := cmp.Diff(first, second); diff != "" {
+		t.Errorf("two runs differ -first +second:\n%s", diff)
+	}
+	if len(first) < 20 {
+		t.Errorf("only %d events", len(first))
+	}
+}
+
+func BenchmarkRun(b *testing.B) {
+	for b.Loop() {
+		runDemo(b, false)
+	}
+}
+
+// TestDisagreementIsReported gives the explanation another policy than the
+// manager and checks the player stops with ErrDisagree.
+func TestDisagreementIsReported(t *testing.T) {
+	p := &player{
+		ctx:        context.Background(),
+		cfg:        Config{KubeletDir: t.TempDir(), Logger: klog.Background(), NoSync: true, OnEvent: func(Event) {}},
+		clock:      clocktesting.NewFakeClock(startTime),
+		rt:         newFakeRuntime(),
+		policyName: policyDefault,
+	}
+	p.setUp()
+	if err := p.boot(); err != nil {
+		t.Fatal(err)
+	}
+	defer p.shutdown()
+	always, err := pullmanager.NewImagePullCredentialVerificationPolicy(policyAlways, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.policy = always // the manager keeps the default policy
+	p.start(Pod{Name: "team-b/sidecar"}, imgPause)
+	if !errors.Is(p.err, ErrDisagree) {
+		t.Fatalf("err = %v, want ErrDisagree", p.err)
+	}
+}

@@ -1,0 +1,309 @@
+package explain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/pullrecords/pullrecords/accessor"
+	"github.com/pullrecords/pullrecords/memstore"
+	"github.com/pullrecords/pullrecords/pullmanager"
+)
+
+const (
+	nameA = "registry.example.com/team-a/api"
+	imgA  = nameA + ":1.4"
+	nameC = "registry.example.com/team-c/tools"
+	imgC  = nameC + ":2.0"
+)
+
+var (
+	t0    = metav1.NewTime(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
+	secA  = accessor.ImagePullSecret{UID: "uid-a", Namespace: "team-a", Name: "regcred", CredentialHash: "h1"}
+	secB  = accessor.ImagePullSecret{UID: "uid-b", Namespace: "team-b", Name: "regcred", CredentialHash: "hb"}
+	saC   = accessor.ImagePullServiceAccount{UID: "uid-c", Namespace: "team-c", Name: "builder"}
+	noPod = Pod{}
+)
+
+func rec(ref string, mapping map[string]accessor.ImagePullCredentials) *accessor.ImagePulledRecord {
+	return &accessor.ImagePulledRecord{LastUpdatedTime: t0, ImageRef: ref, CredentialMapping: mapping}
+}
+
+func secrets(s ...accessor.ImagePullSecret) accessor.ImagePullCredentials {
+	return accessor.ImagePullCredentials{KubernetesSecrets: s}
+}
+
+// manySecrets returns n secrets with distinct coordinates and hashes.
+func manySecrets(n int) accessor.ImagePullCredentials {
+	var c accessor.ImagePullCredentials
+	for i := range n {
+		c.KubernetesSecrets = append(c.KubernetesSecrets, accessor.ImagePullSecret{
+			UID: fmt.Sprintf("uid-%03d", i), Namespace: "team-a", Name: fmt.Sprintf("s%03d", i), CredentialHash: fmt.Sprintf("h%03d", i)})
+	}
+	return c
+}
+
+// fixture returns a fresh store with one record per situation.
+func fixture(t *testing.T) *memstore.Store {
+	t.Helper()
+	s := memstore.New()
+	logger := klog.Background()
+	for _, r := range []*accessor.ImagePulledRecord{
+		rec("ref-secret", map[string]accessor.ImagePullCredentials{nameA: secrets(secA)}),
+		rec("ref-sa", map[string]accessor.ImagePullCredentials{nameC: {KubernetesServiceAccounts: []accessor.ImagePullServiceAccount{saC}}}),
+		rec("ref-node", map[string]accessor.ImagePullCredentials{"docker.io/library/nginx": {NodePodsAccessible: true}}),
+		rec("ref-tracked", nil),
+		rec("ref-empty-entry", map[string]accessor.ImagePullCredentials{nameA: {}}),
+		rec("ref-empty-hash", map[string]accessor.ImagePullCredentials{nameA: secrets(accessor.ImagePullSecret{UID: "uid-e", Namespace: "team-a", Name: "old"})}),
+		rec("ref-100", map[string]accessor.ImagePullCredentials{nameA: manySecrets(100)}),
+		rec("ref-99", map[string]accessor.ImagePullCredentials{nameA: manySecrets(99)}),
+	} {
+		if err := s.WriteImagePulledRecord(logger, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.WriteImagePullIntent(logger, "registry.example.com/team-d/job:1"); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+type testCase struct {
+	name      string
+	policy    pullmanager.VerificationPolicy
+	allowlist []string
+	protect   bool
+	image     string
+	imageRef  string
+	pod       Pod
+	wantPull  bool
+	wantStep  int
+	wantRes   string
+	wantCreds bool
+	wantWrite bool
+}
+
+func cases() []testCase {
+	rotated := secA
+	rotated.CredentialHash = "h2"
+	mirror := accessor.ImagePullSecret{UID: "uid-m", Namespace: "team-a", Name: "mirror", CredentialHash: "h1"}
+	return []testCase{
+		{name: "not present", image: imgA, wantPull: true, wantStep: 1, wantRes: ResultNotPresent},
+		{name: "preloaded, default policy", image: "registry.k8s.io/pause:3.10", imageRef: "ref-none", wantStep: 5, wantRes: ResultPolicyAllowed},
+		{name: "preloaded, AlwaysVerify", policy: pullmanager.AlwaysVerify, image: "registry.k8s.io/pause:3.10", imageRef: "ref-none", wantPull: true, wantStep: 6, wantRes: ResultMustAuthenticate},
+		{name: "intent only, default policy", image: "registry.example.com/team-d/job:1", imageRef: "ref-none", wantPull: true, wantStep: 6, wantRes: ResultMustAuthenticate},
+		{name: "intent only, NeverVerify", policy: pullmanager.NeverVerify, image: "registry.example.com/team-d/job:1", imageRef: "ref-none", wantStep: 5, wantRes: ResultPolicyAllowed},
+		{name: "allowlisted ignores records", policy: pullmanager.NeverVerifyAllowlistedImages, allowlist: []string{"registry.example.com/team-a/*"},
+			image: imgA, imageRef: "ref-secret", pod: Pod{Secrets: []accessor.ImagePullSecret{secB}}, wantStep: 5, wantRes: ResultPolicyAllowed},
+		{name: "not allowlisted preloaded", policy: pullmanager.NeverVerifyAllowlistedImages, allowlist: []string{"registry.example.com/team-a/*"},
+			image: "registry.k8s.io/pause:3.10", imageRef: "ref-none", wantPull: true, wantStep: 6, wantRes: ResultMustAuthenticate},
+		{name: "unparsable name", image: "Invalid::Name", imageRef: "ref-secret", wantPull: true, wantStep: 7, wantRes: ResultError},
+		{name: "tracked without credentials", image: imgA, imageRef: "ref-tracked", pod: Pod{Secrets: []accessor.ImagePullSecret{secA}}, wantPull: true, wantStep: 8, wantRes: ResultMustAuthenticate},
+		{name: "other name only", image: "registry.example.com/team-b/api:1.4", imageRef: "ref-secret", wantPull: true, wantStep: 8, wantRes: ResultMustAuthenticate},
+		{name: "other name only, protected preloaded", protect: true, image: "registry.example.com/team-b/api:1.4", imageRef: "ref-secret", wantStep: 5, wantRes: ResultPolicyAllowed},
+		{name: "own name, protected preloaded", protect: true, image: imgA, imageRef: "ref-secret", pod: Pod{Secrets: []accessor.ImagePullSecret{secA}},
+			wantStep: 12, wantRes: ResultRecordFound, wantCreds: true},
+		{name: "node-wide", image: "nginx", imageRef: "ref-node", wantStep: 9, wantRes: ResultRecordFound},
+		{name: "empty entry", image: imgA, imageRef: "ref-empty-entry", wantPull: true, wantStep: 10, wantRes: ResultMustAuthenticate},
+		{name: "secret and hash match", image: imgA, imageRef: "ref-secret", pod: Pod{Secrets: []accessor.ImagePullSecret{secA}},
+			wantStep: 12, wantRes: ResultRecordFound, wantCreds: true},
+		{name: "same hash other coordinates", image: imgA, imageRef: "ref-secret", pod: Pod{Secrets: []accessor.ImagePullSecret{mirror}},
+			wantStep: 12, wantRes: ResultRecordFound, wantCreds: true, wantWrite: true},
+		{name: "rotated hash same coordinates", image: imgA, imageRef: "ref-secret", pod: Pod{Secrets: []accessor.ImagePullSecret{rotated}},
+			wantStep: 12, wantRes: ResultRecordFound, wantCreds: true, wantWrite: true},
+		{name: "other tenant", image: imgA, imageRef: "ref-secret", pod: Pod{Secrets: []accessor.ImagePullSecret{secB}},
+			wantPull: true, wantStep: 14, wantRes: ResultMustAuthenticate, wantCreds: true},
+		{name: "no pod credentials", image: imgA, imageRef: "ref-secret", pod: noPod,
+			wantPull: true, wantStep: 14, wantRes: ResultMustAuthenticate, wantCreds: true},
+		{name: "empty hashes same coordinates", image: imgA, imageRef: "ref-empty-hash",
+			pod:      Pod{Secrets: []accessor.ImagePullSecret{{UID: "uid-e", Namespace: "team-a", Name: "old"}}},
+			wantStep: 12, wantRes: ResultRecordFound, wantCreds: true},
+		{name: "empty hashes other coordinates", image: imgA, imageRef: "ref-empty-hash",
+			pod:      Pod{Secrets: []accessor.ImagePullSecret{{UID: "uid-x", Namespace: "team-a", Name: "other"}}},
+			wantPull: true, wantStep: 14, wantRes: ResultMustAuthenticate, wantCreds: true},
+		{name: "rotation refused at 100 secrets", image: imgA, imageRef: "ref-100",
+			pod:      Pod{Secrets: []accessor.ImagePullSecret{{UID: "uid-000", Namespace: "team-a", Name: "s000", CredentialHash: "new"}}},
+			wantPull: true, wantStep: 14, wantRes: ResultMustAuthenticate, wantCreds: true},
+		{name: "rotation accepted at 99 secrets", image: imgA, imageRef: "ref-99",
+			pod:      Pod{Secrets: []accessor.ImagePullSecret{{UID: "uid-000", Namespace: "team-a", Name: "s000", CredentialHash: "new"}}},
+			wantStep: 12, wantRes: ResultRecordFound, wantCreds: true, wantWrite: true},
+		{name: "hash match at 100 secrets, not recorded", image: imgA, imageRef: "ref-100",
+			pod:      Pod{Secrets: []accessor.ImagePullSecret{{UID: "uid-new", Namespace: "team-a", Name: "new", CredentialHash: "h042"}}},
+			wantStep: 12, wantRes: ResultRecordFound, wantCreds: true},
+		{name: "service account match", image: imgC, imageRef: "ref-sa", pod: Pod{ServiceAccount: &saC},
+			wantStep: 13, wantRes: ResultRecordFound, wantCreds: true},
+		{name: "service account with another uid", image: imgC, imageRef: "ref-sa",
+			pod:      Pod{ServiceAccount: &accessor.ImagePullServiceAccount{UID: "uid-new", Namespace: "team-c", Name: "builder"}},
+			wantPull: true, wantStep: 14, wantRes: ResultMustAuthenticate, wantCreds: true},
+	}
+}
+
+// TestExplainAgreesWithManager runs every case through Explain and through
+// the real pull manager on identical stores, and checks both the expected
+// step and that the two agree on the answer, on whether the pod's
+// credentials were needed, and on whether the check wrote the record.
+func TestExplainAgreesWithManager(t *testing.T) {
+	ctx := klog.NewContext(context.Background(), klog.Background())
+	for _, tc := range cases() {
+		t.Run(tc.name, func(t *testing.T) {
+			policyName := tc.policy
+			if policyName == "" {
+				policyName = pullmanager.NeverVerifyPreloadedImages
+			}
+			policy, err := pullmanager.NewImagePullCredentialVerificationPolicy(policyName, tc.allowlist)
+			if err != nil {
+				t.Fatal(err)
+			}
+			store := fixture(t)
+			before, _, _ := store.GetImagePulledRecord(tc.imageRef)
+
+			e := Explain(store, Options{Policy: policy, PolicyName: string(policyName),
+				Normalize: pullmanager.NormalizeImageName, ProtectPreloaded: tc.protect}, tc.image, tc.imageRef, tc.pod)
+			got := []any{e.MustPull, e.DecidedAt, e.Result, e.CredentialsLookedUp, e.WouldRecord != nil}
+			want := []any{tc.wantPull, tc.wantStep, tc.wantRes, tc.wantCreds, tc.wantWrite}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("explanation (mustPull, step, result, credentials, write) -want +got:\n%s\nsteps: %+v", diff, e.Steps)
+			}
+			afterExplain, _, _ := store.GetImagePulledRecord(tc.imageRef)
+			if diff := cmp.Diff(before, afterExplain); diff != "" {
+				t.Errorf("Explain wrote to the store:\n%s", diff)
+			}
+
+			m, err := pullmanager.NewImagePullManager(ctx, store, policy, nil, pullmanager.WithPreloadedImageProtection(tc.protect))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var called bool
+			must, err := m.MustAttemptImagePull(ctx, tc.image, tc.imageRef, func() ([]accessor.ImagePullSecret, *accessor.ImagePullServiceAccount, error) {
+				called = true
+				return tc.pod.Secrets, tc.pod.ServiceAccount, nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			after, _, _ := store.GetImagePulledRecord(tc.imageRef)
+			wrote := !cmp.Equal(before, after)
+			if diff := cmp.Diff([]any{e.MustPull, e.CredentialsLookedUp, e.WouldRecord != nil}, []any{must, called, wrote}); diff != "" {
+				t.Errorf("manager (mustPull, credentials, wrote) differs from the explanation -explain +manager:\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestExplainStepsAreOrdered checks the steps are listed in increasing
+// order and end with the deciding step.
+func TestExplainStepsAreOrdered(t *testing.T) {
+	policy, err := pullmanager.NewImagePullCredentialVerificationPolicy(pullmanager.NeverVerifyPreloadedImages, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range cases() {
+		t.Run(tc.name, func(t *testing.T) {
+			e := Explain(fixture(t), Options{Policy: policy, Normalize: pullmanager.NormalizeImageName}, tc.image, tc.imageRef, tc.pod)
+			if len(e.Steps) == 0 {
+				t.Fatal("no steps")
+			}
+			for i := 1; i < len(e.Steps); i++ {
+				if e.Steps[i].Number < e.Steps[i-1].Number {
+					t.Errorf("step %d listed after step %d", e.Steps[i].Number, e.Steps[i-1].Number)
+				}
+			}
+			if last := e.Steps[len(e.Steps)-1].Number; last != e.DecidedAt {
+				t.Errorf("last step %d, decided at %d", last, e.DecidedAt)
+			}
+		})
+	}
+}
+
+// failingStore fails every read.
+type failingStore struct{ accessor.PullRecordsAccessor }
+
+var errDisk = errors.New("disk on fire")
+
+func (failingStore) GetImagePulledRecord(string) (*accessor.ImagePulledRecord, bool, error) {
+	return nil, true, &accessor.CorruptRecordError{Path: "x", Err: errDisk}
+}
+
+func (failingStore) ImagePullIntentExists(string) (bool, error) { return false, errDisk }
+
+// intentFailingStore has no records and fails intent reads.
+type intentFailingStore struct{ *memstore.Store }
+
+func (intentFailingStore) ImagePullIntentExists(string) (bool, error) { return false, errDisk }
+
+func TestExplainFailsSafe(t *testing.T) {
+	policy, err := pullmanager.NewImagePullCredentialVerificationPolicy(pullmanager.NeverVerify, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Policy: policy, Normalize: pullmanager.NormalizeImageName}
+	for name, store := range map[string]accessor.PullRecordsAccessor{
+		"record": failingStore{},
+		"intent": intentFailingStore{memstore.New()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := Explain(store, opts, imgA, "ref", Pod{})
+			got := []any{e.MustPull, e.DecidedAt, e.Result, e.Err != ""}
+			if diff := cmp.Diff([]any{true, 4, ResultError, true}, got); diff != "" {
+				t.Errorf("(mustPull, step, result, has error) -want +got:\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestInFlight(t *testing.T) {
+	policy, err := pullmanager.NewImagePullCredentialVerificationPolicy(pullmanager.NeverVerifyPreloadedImages, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := Explain(memstore.New(), Options{Policy: policy, Normalize: pullmanager.NormalizeImageName,
+		InFlight: func(image string) bool { return image == imgA }}, imgA, "ref", Pod{})
+	if !e.PulledByKubelet || !e.MustPull || e.DecidedAt != 6 {
+		t.Errorf("in-flight pull: pulledByKubelet=%t mustPull=%t step=%d, want true true 6", e.PulledByKubelet, e.MustPull, e.DecidedAt)
+	}
+}
+
+func TestParse(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    accessor.ImagePullSecret
+		wantErr bool
+	}{
+		{in: "ns/name/uid", want: accessor.ImagePullSecret{Namespace: "ns", Name: "name", UID: "uid"}},
+		{in: "ns/name/uid:abc", want: accessor.ImagePullSecret{Namespace: "ns", Name: "name", UID: "uid", CredentialHash: "abc"}},
+		{in: "ns/name/uid:", want: accessor.ImagePullSecret{Namespace: "ns", Name: "name", UID: "uid"}},
+		{in: "ns/name", wantErr: true},
+		{in: "ns//uid", wantErr: true},
+		{in: "a/b/c/d", wantErr: true},
+		{in: "", wantErr: true},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := ParseSecret(tc.in)
+			if tc.wantErr {
+				if !errors.Is(err, ErrBadCredential) {
+					t.Fatalf("ParseSecret(%q) error = %v, want ErrBadCredential", tc.in, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("-want +got:\n%s", diff)
+			}
+		})
+	}
+	sa, err := ParseServiceAccount("team-c/builder/uid-c")
+	if err != nil || sa != saC {
+		t.Errorf("ParseServiceAccount = %+v, %v; want %+v", sa, err, saC)
+	}
+	if _, err := ParseServiceAccount("team-c/builder"); !errors.Is(err, ErrBadCredential) {
+		t.Errorf("ParseServiceAccount(two parts) error = %v, want ErrBadCredential", err)
+	}
+}

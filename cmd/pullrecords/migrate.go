@@ -1,0 +1,106 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pullrecords/pullrecords/fsstore"
+)
+
+type migrateOptions struct {
+	apply bool
+}
+
+type migrateOutput struct {
+	Files   []problemView `json:"files"`
+	Applied bool          `json:"applied"`
+	// Left counts old-version files still there after --apply (files that
+	// fail to decode are never migrated; see fsck).
+	Left int `json:"left"`
+}
+
+func newMigrateCmd(g *globalOptions) *cobra.Command {
+	o := &migrateOptions{}
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "List v1alpha1 record files to rewrite as v1beta1; --apply rewrites them (writes)",
+		Long: `List the intent and record files written in kubelet.config.k8s.io/v1alpha1, which
+a kubelet since v1.35 (and this module) rewrites as v1beta1. Dry run by default.
+
+With --apply the store is opened for writing as the kubelet opens it (stop the
+kubelet first): every readable v1alpha1 file is rewritten as v1beta1, with the
+same bytes apart from the apiVersion, and stray temporary files are removed.
+Files that do not decode are left alone; see "pullrecords fsck".`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runMigrate(g, o)
+		},
+	}
+	cmd.Flags().BoolVar(&o.apply, "apply", false, "rewrite the files (writes)")
+	return cmd
+}
+
+func oldVersionFiles(kubeletDir string) ([]problemView, error) {
+	report, err := fsstore.Inspect(kubeletDir)
+	if err != nil {
+		return nil, describeFSError(err)
+	}
+	out := []problemView{}
+	for _, p := range viewProblems(report) {
+		if p.Problem == string(fsstore.ProblemOldVersion) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+func runMigrate(g *globalOptions, o *migrateOptions) error {
+	if err := checkKubeletDir(g.kubeletDir); err != nil {
+		return err
+	}
+	ok, err := hasStore(g.kubeletDir)
+	if err != nil {
+		return err
+	}
+	out := migrateOutput{Files: []problemView{}}
+	if ok {
+		if out.Files, err = oldVersionFiles(g.kubeletDir); err != nil {
+			return err
+		}
+	}
+	if ok && o.apply && len(out.Files) > 0 {
+		store, err := g.openWritable()
+		if err != nil {
+			return err
+		}
+		if err := store.Close(); err != nil {
+			return err
+		}
+		out.Applied = true
+		left, err := oldVersionFiles(g.kubeletDir)
+		if err != nil {
+			return err
+		}
+		out.Left = len(left)
+	}
+	return g.emit(out, func(w io.Writer) error {
+		if len(out.Files) > 0 {
+			row(w, "DIR", "NAME", "KIND", "VERSION", "KEY")
+			for _, f := range out.Files {
+				row(w, f.Dir, f.Name, f.Kind, f.Version, f.Key)
+			}
+			fmt.Fprintln(w)
+		}
+		switch {
+		case len(out.Files) == 0:
+			fmt.Fprintln(w, "nothing to migrate: every readable file is v1beta1")
+		case out.Applied:
+			fmt.Fprintf(w, "rewrote %s as v1beta1 (%d left)\n", plural(len(out.Files)-out.Left, "file"), out.Left)
+		default:
+			fmt.Fprintf(w, "%s would be rewritten as v1beta1 (dry run; use --apply, with the kubelet stopped)\n", plural(len(out.Files), "file"))
+		}
+		return nil
+	})
+}

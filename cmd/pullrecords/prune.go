@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/pullrecords/pullrecords/accessor"
+	"github.com/pullrecords/pullrecords/cri"
+	"github.com/pullrecords/pullrecords/pullmanager"
+)
+
+type pruneOptions struct {
+	endpoint  string
+	olderThan string
+	dryRun    bool
+	timeout   time.Duration
+}
+
+type pruneOutput struct {
+	Until  string       `json:"until"`
+	Images int          `json:"runtimeImages"`
+	Pruned []recordView `json:"pruned"`
+	Kept   int          `json:"kept"`
+	DryRun bool         `json:"dryRun"`
+}
+
+func newPruneCmd(g *globalOptions) *cobra.Command {
+	o := &pruneOptions{}
+	cmd := &cobra.Command{
+		Use:   "prune --cri ENDPOINT",
+		Short: "Delete records of images the container runtime no longer has (writes)",
+		Long: `Delete the pulled records of images the container runtime no longer has, as the
+kubelet does after image garbage collection: a record is deleted only if its
+imageRef is not among the runtime's image IDs and it was last updated before the
+cut-off (now minus --older-than, taken before the runtime is asked for its images,
+so a record written during the listing is never pruned). Intents are never pruned.
+
+Stop the kubelet first, or use --dry-run, which writes nothing.`,
+		Example: `  pullrecords prune --cri unix:///run/containerd/containerd.sock --older-than 24h --dry-run`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runPrune(cmd.Context(), g, o, clock.RealClock{})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.endpoint, "cri", "", "CRI endpoint: unix:///path/to.sock or /path/to.sock (required)")
+	f.StringVar(&o.olderThan, "older-than", "0s", "only prune records last updated at least this long ago (Go duration, or days as 7d)")
+	f.BoolVar(&o.dryRun, "dry-run", false, "list what would be pruned without writing")
+	f.DurationVar(&o.timeout, "timeout", 10*time.Second, "timeout of each CRI call")
+	return cmd
+}
+
+// parseAge parses a Go duration or a whole number of days ("7d").
+func parseAge(s string) (time.Duration, error) {
+	if d, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(d)
+		if err != nil || n < 0 {
+			return 0, usageErrorf("--older-than %q: want a duration such as 36h or 7d", s)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, usageErrorf("--older-than %q: want a duration such as 36h or 7d", s)
+	}
+	return d, nil
+}
+
+// dialCRI connects to endpoint with a clear error for each way it can fail.
+func dialCRI(ctx context.Context, endpoint string, timeout time.Duration) (*cri.ImageService, error) {
+	if endpoint == "" {
+		return nil, usageErrorf("--cri is required (for example unix:///run/containerd/containerd.sock)")
+	}
+	svc, err := cri.Dial(ctx, endpoint, cri.WithCallTimeout(timeout))
+	switch {
+	case err == nil:
+		return svc, nil
+	case errors.Is(err, cri.ErrInvalidEndpoint):
+		return nil, fmt.Errorf("--cri %s: %w", endpoint, err)
+	case errors.Is(err, cri.ErrEndpointNotFound), errors.Is(err, cri.ErrNotCRI):
+		return nil, err
+	default:
+		return nil, fmt.Errorf("cannot reach the CRI image service at %s: %w", endpoint, err)
+	}
+}
+
+func runPrune(ctx context.Context, g *globalOptions, o *pruneOptions, clk clock.PassiveClock) error {
+	age, err := parseAge(o.olderThan)
+	if err != nil {
+		return err
+	}
+	if err := checkKubeletDir(g.kubeletDir); err != nil {
+		return err
+	}
+	svc, err := dialCRI(ctx, o.endpoint, o.timeout)
+	if err != nil {
+		return err
+	}
+	defer svc.Close()
+
+	// The cut-off is taken before the runtime lists its images.
+	until := clk.Now().Add(-age)
+	images, err := svc.ListImages(ctx)
+	if err != nil {
+		return fmt.Errorf("listing images at %s: %w", o.endpoint, err)
+	}
+	ids := make([]string, 0, len(images))
+	present := make(map[string]bool, len(images))
+	for _, img := range images {
+		ids = append(ids, img.ID)
+		present[img.ID] = true
+	}
+
+	var store readStore
+	if o.dryRun {
+		store, err = g.openReadOnly()
+	} else {
+		store, err = g.openWritable()
+	}
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	records, err := store.ListImagePulledRecords()
+	var le *accessor.ListError
+	if err != nil && !errors.As(err, &le) {
+		return err
+	}
+	if le != nil {
+		fmt.Fprintf(g.stderr, "pullrecords: warning: %s could not be read and will not be pruned; run \"pullrecords fsck\"\n", plural(len(le.Errs), "record file"))
+	}
+	out := pruneOutput{Until: until.UTC().Format(time.RFC3339), Images: len(images), Pruned: []recordView{}, DryRun: o.dryRun}
+	var candidates []*accessor.ImagePulledRecord
+	for _, r := range records {
+		if !present[r.ImageRef] && r.LastUpdatedTime.Time.Before(until) {
+			candidates = append(candidates, r)
+		}
+	}
+	if !o.dryRun && len(candidates) > 0 {
+		mgr, err := pullmanager.NewImagePullManager(klog.NewContext(ctx, g.logger()), store, alwaysVerify{}, nil)
+		if err != nil {
+			return err
+		}
+		mgr.PruneUnknownRecords(klog.NewContext(ctx, g.logger()), ids, until)
+		// Report what is actually gone.
+		gone := candidates[:0]
+		for _, r := range candidates {
+			if _, exists, err := store.GetImagePulledRecord(r.ImageRef); err == nil && !exists {
+				gone = append(gone, r)
+			}
+		}
+		candidates = gone
+	}
+	sort.Slice(candidates, func(i, j int) bool { return candidates[i].ImageRef < candidates[j].ImageRef })
+	for _, r := range candidates {
+		out.Pruned = append(out.Pruned, viewRecord(r))
+	}
+	out.Kept = len(records) - len(out.Pruned)
+	return g.emit(out, func(w io.Writer) error {
+		if len(out.Pruned) > 0 {
+			row(w, "IMAGEREF", "NAMES", "UPDATED")
+			for _, r := range out.Pruned {
+				row(w, r.ImageRef, r.namesCell(), orDash(r.LastUpdated))
+			}
+			fmt.Fprintln(w)
+		}
+		verb := "pruned"
+		if out.DryRun {
+			verb = "would prune (dry run)"
+		}
+		fmt.Fprintf(w, "%s %s of images not among the runtime's %s, updated before %s; %s kept\n",
+			verb, plural(len(out.Pruned), "record"), plural(out.Images, "image"), out.Until, plural(out.Kept, "record"))
+		return nil
+	})
+}
+
+// alwaysVerify is the policy given to the manager used only for pruning; it
+// never makes a decision.
+type alwaysVerify struct{}
+
+func (alwaysVerify) RequireCredentialVerificationForImage(string, bool) bool { return true }

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
+)
+
+const rootLong = `pullrecords inspects, explains and repairs the image pull records that enforce
+"ensure secret pulled images" (KEP-2535) on a Kubernetes node: the files under
+<kubelet dir>/image_manager/{pulling,pulled}.
+
+Start with:  pullrecords demo
+
+Commands are read-only unless their help says they write.
+
+Exit status:
+  0  success (a "must pull" decision from explain is an answer, not an error)
+  1  the command ran and found problems (fsck; failed work in cache run --once)
+  2  the command could not run: bad flag or argument, missing directory,
+     permission denied, unreachable socket or a socket that is not a CRI endpoint`
+
+// globalOptions are the flags every command shares.
+type globalOptions struct {
+	kubeletDir string
+	output     string
+	verbosity  int
+
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// logger returns the logger for the library's components. At -v 0 only
+// errors are shown; -v 1 and above show info messages up to that level.
+func (g *globalOptions) logger() klog.Logger {
+	l := klog.Background()
+	if g.verbosity > 0 {
+		return l
+	}
+	return logr.New(errorsOnly{l.GetSink()})
+}
+
+// errorsOnly drops info messages and keeps errors.
+type errorsOnly struct{ logr.LogSink }
+
+func (errorsOnly) Enabled(int) bool { return false }
+
+func (e errorsOnly) WithValues(kv ...any) logr.LogSink {
+	return errorsOnly{e.LogSink.WithValues(kv...)}
+}
+
+func (e errorsOnly) WithName(name string) logr.LogSink { return errorsOnly{e.LogSink.WithName(name)} }
+
+func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
+	g := &globalOptions{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:           "pullrecords",
+		Short:         "Inspect and explain a node's image pull records",
+		Long:          rootLong,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		// Without subcommand: print help.
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return cmd.Help()
+		},
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := parseFormat(g.output); err != nil {
+				return err
+			}
+			return setVerbosity(g.verbosity)
+		},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	})
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.kubeletDir, "kubelet-dir", "/var/lib/kubelet", "the kubelet root directory (records live in <dir>/image_manager)")
+	pf.StringVarP(&g.output, "output", "o", "table", "output format: table, json or yaml")
+	pf.IntVarP(&g.verbosity, "verbosity", "v", 0, "log verbosity (klog -v), logs go to stderr")
+
+	root.AddCommand(
+		newDemoCmd(g),
+		newLsCmd(g),
+		newGetCmd(g),
+		newExplainCmd(g),
+		newFsckCmd(g),
+		newMigrateCmd(g),
+		newPruneCmd(g),
+		newCacheCmd(g),
+	)
+	wrapArgs(root)
+	return root
+}
+
+// wrapArgs makes argument-count errors of c and its children usage errors.
+func wrapArgs(c *cobra.Command) {
+	if c.Args != nil {
+		check := c.Args
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				return fmt.Errorf("%w: %s: %v", errUsage, cmd.CommandPath(), err)
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		wrapArgs(sub)
+	}
+}
+
+// setVerbosity sets klog's verbosity and sends its output to stderr.
+func setVerbosity(v int) error {
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	if err := fs.Set("v", strconv.Itoa(v)); err != nil {
+		return fmt.Errorf("%w: -v: %v", errUsage, err)
+	}
+	return fs.Set("logtostderr", "true")
+}
