@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,47 +30,9 @@ const (
 	maxMsgSize = 16 << 20
 )
 
-// Image is an image as the runtime reports it.
-type Image struct {
-	// ID is the image ID, the imageRef the pull records are keyed by.
-	ID          string
-	RepoTags    []string
-	RepoDigests []string
-	Size        uint64
-	Pinned      bool
-}
-
-// AuthConfig is the registry authentication passed to PullImage. Its String,
-// GoString and MarshalLog methods never show the secret fields, so printing or
-// logging it by mistake does not leak a credential.
-type AuthConfig struct {
-	Username      string
-	Password      string
-	Auth          string // base64 "username:password", used when Username is empty
-	ServerAddress string
-	IdentityToken string
-	RegistryToken string
-}
-
-// String describes the AuthConfig without its secrets.
-func (a AuthConfig) String() string {
-	return fmt.Sprintf("AuthConfig{ServerAddress: %q, Username set: %t, secrets redacted}", a.ServerAddress, a.Username != "")
-}
-
-// GoString is String, so %#v does not print the secrets either.
-func (a AuthConfig) GoString() string { return a.String() }
-
-// MarshalLog is what structured loggers (logr, klog) print.
-func (a AuthConfig) MarshalLog() any { return a.String() }
-
-func (a *AuthConfig) secrets() []string {
-	if a == nil {
-		return nil
-	}
-	return []string{a.Password, a.Auth, a.IdentityToken, a.RegistryToken}
-}
-
-func (a *AuthConfig) toCRI() *runtimeapi.AuthConfig {
+// authToCRI converts a registry credential for PullImage. Email has no CRI
+// field and is not sent.
+func authToCRI(a *pullmanager.AuthConfig) *runtimeapi.AuthConfig {
 	if a == nil {
 		return nil
 	}
@@ -81,6 +44,14 @@ func (a *AuthConfig) toCRI() *runtimeapi.AuthConfig {
 		IdentityToken: a.IdentityToken,
 		RegistryToken: a.RegistryToken,
 	}
+}
+
+// authSecrets are the fields of a that must never appear in an error.
+func authSecrets(a *pullmanager.AuthConfig) []string {
+	if a == nil {
+		return nil
+	}
+	return []string{a.Password, a.Auth, a.IdentityToken, a.RegistryToken}
 }
 
 // Option configures Dial.
@@ -128,8 +99,10 @@ func SocketPath(endpoint string) (string, error) {
 
 // Dial connects to the CRI image service at endpoint and checks that it
 // answers the runtime.v1 ImageService (with an ImageFsInfo call). It fails
-// with ErrEndpointNotFound when the socket is missing or nobody answers on it,
-// and with ErrNotCRI when the server does not implement the image service.
+// with ErrEndpointNotFound when the socket is missing or nothing listens on
+// it (connection refused), and with ErrNotCRI when something listens but is
+// not a CRI image service: a server that does not speak gRPC, or a gRPC
+// server without runtime.v1 ImageService.
 func Dial(ctx context.Context, endpoint string, opts ...Option) (*ImageService, error) {
 	o := options{pullTimeout: DefaultPullTimeout, callTimeout: DefaultCallTimeout}
 	for _, opt := range opts {
@@ -182,9 +155,33 @@ func (s *ImageService) check(ctx context.Context) error {
 	case codes.Unimplemented:
 		return fmt.Errorf("%w: %s: %s", ErrNotCRI, s.path, ce.Message)
 	case codes.Unavailable:
-		return fmt.Errorf("%w: nothing serves CRI at %s: %w", ErrEndpointNotFound, s.path, ce)
+		// gRPC says Unavailable both when nothing listens and when the
+		// listener does not speak gRPC; a plain connection tells them apart.
+		if socketGone(ce.Message) || !listening(ctx, s.path, s.opts.callTimeout) {
+			return fmt.Errorf("%w: nothing serves CRI at %s: %w", ErrEndpointNotFound, s.path, ce)
+		}
+		return fmt.Errorf("%w: %s accepts connections but does not answer gRPC: %w", ErrNotCRI, s.path, ce)
 	}
 	return fmt.Errorf("checking CRI image service at %s: %w", s.path, ce)
+}
+
+// socketGone recognises gRPC's text for a connection that could not be made
+// at all.
+func socketGone(msg string) bool {
+	return strings.Contains(msg, "connection refused") || strings.Contains(msg, "no such file or directory")
+}
+
+// listening reports whether something accepts a connection on the socket.
+func listening(ctx context.Context, path string, timeout time.Duration) bool {
+	ctx, cancel := withTimeout(ctx, timeout)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return false
+	}
+	_ = c.Close()
+	return true
 }
 
 // Endpoint returns the socket path.
@@ -227,7 +224,7 @@ func (s *ImageService) ListImages(ctx context.Context) ([]pullmanager.Image, err
 // ImageStatus returns the image the runtime resolves image to, or nil when
 // the runtime does not have it. Presence is the runtime's exact answer for
 // that reference, not a text search.
-func (s *ImageService) ImageStatus(ctx context.Context, image string) (*Image, error) {
+func (s *ImageService) ImageStatus(ctx context.Context, image string) (*pullmanager.Image, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -241,13 +238,13 @@ func (s *ImageService) ImageStatus(ctx context.Context, image string) (*Image, e
 	if img == nil {
 		return nil, nil
 	}
-	return &Image{ID: img.GetId(), RepoTags: img.GetRepoTags(), RepoDigests: img.GetRepoDigests(), Size: img.GetSize(), Pinned: img.GetPinned()}, nil
+	return &pullmanager.Image{ID: img.GetId(), RepoTags: img.GetRepoTags(), RepoDigests: img.GetRepoDigests()}, nil
 }
 
 // PullImage pulls image with the optional registry auth and returns the
-// imageRef (image ID) the runtime reports. The error never contains auth's
-// secrets.
-func (s *ImageService) PullImage(ctx context.Context, image string, auth *AuthConfig) (string, error) {
+// imageRef (image ID) the runtime reports. auth's Email is not sent (the CRI
+// has no such field). The error never contains auth's secrets.
+func (s *ImageService) PullImage(ctx context.Context, image string, auth *pullmanager.AuthConfig) (string, error) {
 	if s.closed.Load() {
 		return "", ErrClosed
 	}
@@ -257,10 +254,10 @@ func (s *ImageService) PullImage(ctx context.Context, image string, auth *AuthCo
 	logger.V(4).Info("Pulling image", "image", image, "withAuth", auth != nil)
 	resp, err := s.client.PullImage(ctx, &runtimeapi.PullImageRequest{
 		Image: &runtimeapi.ImageSpec{Image: image},
-		Auth:  auth.toCRI(),
+		Auth:  authToCRI(auth),
 	})
 	if err != nil {
-		return "", newCallError("PullImage", image, err, auth.secrets()...)
+		return "", newCallError("PullImage", image, err, authSecrets(auth)...)
 	}
 	if resp.GetImageRef() == "" {
 		return "", &CallError{Op: "PullImage", Image: image, Code: codes.Internal, Message: "runtime returned an empty image reference"}

@@ -1,25 +1,32 @@
 // Package cri adapts a CRI v1 image service (k8s.io/cri-api runtime.v1,
-// gRPC over a unix socket) to the small image interfaces of this module:
-// ListImages satisfies pullmanager.ImageLister, and ImageStatus, PullImage and
-// RemoveImage are what imagecache needs.
+// gRPC over a unix socket) to the small image interfaces of this module, in
+// pullmanager's types: ListImages satisfies pullmanager.ImageLister, and
+// *ImageService satisfies imagecache.ImageService (ImageStatus, PullImage,
+// RemoveImage). cri imports pullmanager but never imagecache, so imagecache
+// stays free of gRPC.
 //
 // # Guarantees
 //
 //   - Dial accepts "unix:///path" and "/path". It fails with
-//     ErrEndpointNotFound (naming the path) when there is no socket or nobody
-//     answers on it, with ErrInvalidEndpoint for other schemes or a file that
-//     is not a socket, and with ErrNotCRI when the server answers gRPC but
-//     does not implement runtime.v1 ImageService. It checks with one
-//     ImageFsInfo call, so a successful Dial means the image service answered.
+//     ErrEndpointNotFound (naming the path) when there is no socket or
+//     nothing listens on it (connection refused), with ErrInvalidEndpoint for
+//     other schemes or a file that is not a socket, and with ErrNotCRI when
+//     something listens but is not a CRI image service: it does not answer
+//     gRPC (another kind of server), or it answers gRPC without runtime.v1
+//     ImageService. It checks with one ImageFsInfo call, so a successful Dial
+//     means the image service answered.
 //   - Every call has its own timeout (WithPullTimeout for PullImage,
 //     WithCallTimeout for the rest), on top of the caller's context.
 //   - Call errors are *CallError values carrying the gRPC code. errors.Is maps
 //     them to ErrUnauthorized (Unauthenticated, PermissionDenied, or a
 //     registry 401/403 in a pull error), ErrNotFound, ErrTimeout and
-//     ErrNotCRI; IsTransient classifies them for retries.
+//     ErrNotCRI; IsTransient classifies them for retries. The same answers
+//     come from their methods Unauthorized, Timeout and Transient, which is
+//     how imagecache classifies them without importing this package.
 //   - No credential is ever logged or put into an error: the secrets passed to
-//     PullImage are removed from the runtime's error text, and AuthConfig
-//     prints without them.
+//     PullImage (Password, Auth, IdentityToken, RegistryToken) are removed
+//     from the runtime's error text. PullImage logs only whether it has
+//     credentials.
 //   - ImageStatus answers "present?" exactly as the runtime resolves the
 //     reference: nil means absent.
 //
@@ -32,4 +39,8 @@
 //     way round for a registry's 401/403).
 //   - ListImages uses the unary call (no streaming); responses are capped at
 //     16 MiB.
+//   - ImageStatus reports what pullmanager.Image holds (ID, tags, digests),
+//     not an image's size or pinning.
+//   - cri never prints a pullmanager.AuthConfig; how one prints if a caller
+//     logs it is up to pullmanager.
 package cri

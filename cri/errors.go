@@ -15,10 +15,12 @@ var (
 	// "unix:///path" nor an absolute path.
 	ErrInvalidEndpoint = errors.New("invalid CRI endpoint")
 	// ErrEndpointNotFound is returned by Dial when the socket does not exist
-	// or nothing answers on it. The error text names the path.
+	// or nothing listens on it (connection refused). The error text names
+	// the path.
 	ErrEndpointNotFound = errors.New("CRI endpoint not found")
-	// ErrNotCRI is returned by Dial when the endpoint answers gRPC but does
-	// not serve the runtime.v1 ImageService.
+	// ErrNotCRI is returned by Dial when something listens on the endpoint
+	// but is not a CRI v1 image service: it does not answer gRPC, or its gRPC
+	// server does not serve runtime.v1 ImageService.
 	ErrNotCRI = errors.New("endpoint does not serve the CRI v1 image service")
 	// ErrUnauthorized matches a pull the registry refused for lack of (valid)
 	// credentials, and the gRPC codes Unauthenticated and PermissionDenied.
@@ -47,9 +49,18 @@ type CallError struct {
 	Message string
 }
 
-func (e *CallError) unauthorized() bool {
+// Unauthorized reports whether the registry or the runtime refused the
+// credentials: gRPC Unauthenticated or PermissionDenied, or a registry's
+// 401/403 in the runtime's text. It is errors.Is(e, ErrUnauthorized), as a
+// method so that packages that do not import cri (imagecache) can read it.
+func (e *CallError) Unauthorized() bool {
 	return e.Code == codes.Unauthenticated || e.Code == codes.PermissionDenied || looksUnauthorized(e.Message)
 }
+
+// Timeout reports whether the call ran out of time (gRPC DeadlineExceeded,
+// including the per-call timeout). It is errors.Is(e, ErrTimeout), and the
+// method net.Error and context.DeadlineExceeded have too.
+func (e *CallError) Timeout() bool { return e.Code == codes.DeadlineExceeded }
 
 func (e *CallError) Error() string {
 	if e.Image != "" {
@@ -62,11 +73,11 @@ func (e *CallError) Error() string {
 func (e *CallError) Is(target error) bool {
 	switch target {
 	case ErrUnauthorized:
-		return e.unauthorized()
+		return e.Unauthorized()
 	case ErrNotFound:
 		return e.Code == codes.NotFound
 	case ErrTimeout:
-		return e.Code == codes.DeadlineExceeded
+		return e.Timeout()
 	case ErrNotCRI:
 		return e.Code == codes.Unimplemented
 	case context.Canceled:
@@ -77,9 +88,11 @@ func (e *CallError) Is(target error) bool {
 	return false
 }
 
-// Transient reports whether retrying the same call may succeed.
+// Transient reports whether retrying the same call may succeed (see
+// IsTransient). Unauthorized, Timeout and Transient are the methods
+// imagecache classifies an image service's errors by.
 func (e *CallError) Transient() bool {
-	if e.unauthorized() {
+	if e.Unauthorized() {
 		return false
 	}
 	switch e.Code {

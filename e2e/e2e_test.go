@@ -107,8 +107,8 @@ func (n *node) removeImages(t *testing.T, ctx context.Context, images ...string)
 	}
 }
 
-func (n *node) auth() *cri.AuthConfig {
-	return &cri.AuthConfig{Username: env.user, Password: env.pass}
+func (n *node) auth() *pullmanager.AuthConfig {
+	return &pullmanager.AuthConfig{Username: env.user, Password: env.pass}
 }
 
 func podCreds(secrets ...accessor.ImagePullSecret) pullmanager.GetPodCredentials {
@@ -170,6 +170,11 @@ func TestTenantIsolationOnAPrivateImage(t *testing.T) {
 	_, err = n.cri.PullImage(ctx, image, nil)
 	if !errors.Is(err, cri.ErrUnauthorized) || cri.IsTransient(err) {
 		t.Errorf("anonymous pull of the private image = %v; want a permanent ErrUnauthorized", err)
+	}
+	// The image cache manager reads the same error without importing cri.
+	if !imagecache.IsUnauthorized(err) || imagecache.IsTransient(err) {
+		t.Errorf("imagecache classifies %v as unauthorized=%t transient=%t; want unauthorized, permanent",
+			err, imagecache.IsUnauthorized(err), imagecache.IsTransient(err))
 	}
 	if err != nil && strings.Contains(err.Error(), env.pass) {
 		t.Errorf("error contains the registry password")
@@ -378,7 +383,7 @@ func (g *gatedImages) gate(image string) *gate {
 	return gt
 }
 
-func (g *gatedImages) PullImage(ctx context.Context, image string, auth *cri.AuthConfig) (string, error) {
+func (g *gatedImages) PullImage(ctx context.Context, image string, auth *pullmanager.AuthConfig) (string, error) {
 	g.mu.Lock()
 	gt := g.gates[image]
 	delete(g.gates, image)
@@ -431,8 +436,8 @@ func TestRestartsInTheMiddleOfAnApply(t *testing.T) {
 	containerd(t, "stop")
 	close(containerdGate.proceed)
 	err := <-containerdGate.result
-	if err == nil || !cri.IsTransient(err) {
-		t.Errorf("pull against the stopped containerd = %v, want a transient error", err)
+	if err == nil || !cri.IsTransient(err) || !imagecache.IsTransient(err) {
+		t.Errorf("pull against the stopped containerd = %v, want a transient error (cri and imagecache)", err)
 	}
 	t.Logf("pull while containerd was down: %v", err)
 	restart := time.Now()

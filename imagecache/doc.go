@@ -10,6 +10,30 @@
 // jobcreated, alreadypulled, unknown) but runs on the node itself: no Jobs,
 // no pods, no crictl.
 //
+// # The image service
+//
+// The manager talks to the runtime through ImageService, whose methods use
+// only pullmanager's types (pullmanager.Image, pullmanager.AuthConfig), so
+// this package does not depend on the CRI or gRPC: *cri.ImageService
+// satisfies it, and a runtime shim can pass its own client instead.
+//
+// The manager classifies the service's errors without knowing their types,
+// by optional methods of the errors in the chain, each found with errors.As
+// (the first error in the chain that has the method decides):
+//
+//   - Unauthorized() bool: the registry refused the credentials. Reported
+//     with ReasonUnauthorized and never retried (IsUnauthorized).
+//   - Timeout() bool: the call ran out of time. Reported with ReasonTimeout
+//     (IsTimeout). context.DeadlineExceeded, os.ErrDeadlineExceeded and
+//     net.Error timeouts already have it.
+//   - Transient() bool: trying again may succeed. Retried (IsTransient). An
+//     error without the method is retried only if it is a timeout.
+//
+// *cri.CallError has all three, so errors.Is against cri's sentinels
+// (cri.ErrUnauthorized, cri.ErrTimeout) and this package's classification
+// agree. Any other error is a permanent failure with the reason of the call
+// that failed.
+//
 // # Guarantees
 //
 //   - Every request gets exactly one ImageWorkResult, delivered to the
@@ -37,13 +61,15 @@
 //     requests for an image that is queued or in flight join it, and one CRI
 //     call per distinct credential serves them all.
 //   - Each attempt has a deadline (WithRequestTimeout). Transient failures
-//     (cri.IsTransient) are retried with per-image exponential backoff up to
+//     (IsTransient) are retried with per-image exponential backoff up to
 //     WithRetries attempts; permanent ones (401/403, not found) are not.
 //   - With WithStateDir the applied caches and unfinished removals are
 //     persisted (JSON, temp file + fsync + rename + directory fsync) before
 //     Apply and Delete return, and a new manager on the same directory
 //     resumes whatever did not finish. A corrupt state file is an error
-//     (ErrState), never an empty state.
+//     (ErrState), never an empty state. LoadState reads the applied caches
+//     without a manager and without writing anything (no directory is
+//     created, no temporary file removed).
 //   - No credential or credential hash is logged or put in a result.
 //   - Metrics (Collectors): queue depth, results by work type and status,
 //     CRI pulls by result and their duration. Nothing is registered

@@ -9,7 +9,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/pullrecords/pullrecords/accessor"
-	"github.com/pullrecords/pullrecords/cri"
 	"github.com/pullrecords/pullrecords/imagecache"
 	"github.com/pullrecords/pullrecords/pullmanager"
 )
@@ -20,16 +19,16 @@ type memImages struct {
 	images map[string]string
 }
 
-func (m *memImages) ImageStatus(_ context.Context, image string) (*cri.Image, error) {
+func (m *memImages) ImageStatus(_ context.Context, image string) (*pullmanager.Image, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if id, ok := m.images[image]; ok {
-		return &cri.Image{ID: id}, nil
+		return &pullmanager.Image{ID: id}, nil
 	}
 	return nil, nil
 }
 
-func (m *memImages) PullImage(_ context.Context, image string, _ *cri.AuthConfig) (string, error) {
+func (m *memImages) PullImage(_ context.Context, image string, _ *pullmanager.AuthConfig) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	id := "sha256:" + fmt.Sprint(len(m.images)+1)

@@ -9,12 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"k8s.io/klog/v2"
 
 	"github.com/pullrecords/pullrecords/accessor"
-	"github.com/pullrecords/pullrecords/cri"
 	"github.com/pullrecords/pullrecords/pullmanager"
 )
 
@@ -71,17 +68,17 @@ func (f *fakeImages) pullCalls() []pullCall {
 	return append([]pullCall(nil), f.pulls...)
 }
 
-func (f *fakeImages) ImageStatus(ctx context.Context, image string) (*cri.Image, error) {
+func (f *fakeImages) ImageStatus(ctx context.Context, image string) (*pullmanager.Image, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	id, ok := f.images[image]
 	if !ok {
 		return nil, nil
 	}
-	return &cri.Image{ID: id, RepoTags: []string{image}}, nil
+	return &pullmanager.Image{ID: id, RepoTags: []string{image}}, nil
 }
 
-func (f *fakeImages) PullImage(ctx context.Context, image string, auth *cri.AuthConfig) (string, error) {
+func (f *fakeImages) PullImage(ctx context.Context, image string, auth *pullmanager.AuthConfig) (string, error) {
 	f.mu.Lock()
 	user := ""
 	if auth != nil {
@@ -109,13 +106,14 @@ func (f *fakeImages) PullImage(ctx context.Context, image string, auth *cri.Auth
 	}
 	if block {
 		<-ctx.Done()
-		return "", &cri.CallError{Op: "PullImage", Image: image, Code: codes.DeadlineExceeded, Message: ctx.Err().Error()}
+		// A bare context error: classified through its Timeout method.
+		return "", fmt.Errorf("pulling %s: %w", image, ctx.Err())
 	}
 	if err != nil {
 		return "", err
 	}
 	if want != "" && (auth == nil || auth.Username+":"+auth.Password != want) {
-		return "", &cri.CallError{Op: "PullImage", Image: image, Code: codes.Unknown, Message: "pulling failed: 401 Unauthorized"}
+		return "", &serviceError{msg: "pulling failed: 401 Unauthorized", unauthorized: true}
 	}
 	f.preload(image)
 	return imageID(image), nil
@@ -137,7 +135,19 @@ func (f *fakeImages) RemoveImage(ctx context.Context, image string) error {
 	return nil
 }
 
-var errUnavailable = status.Error(codes.Unavailable, "runtime busy")
+// serviceError is an image service error that classifies itself the way
+// the manager reads it (see IsTransient).
+type serviceError struct {
+	msg                              string
+	unauthorized, timeout, transient bool
+}
+
+func (e *serviceError) Error() string      { return e.msg }
+func (e *serviceError) Unauthorized() bool { return e.unauthorized }
+func (e *serviceError) Timeout() bool      { return e.timeout }
+func (e *serviceError) Transient() bool    { return e.transient }
+
+var errUnavailable = &serviceError{msg: "runtime busy", transient: true}
 
 // fakePulls is a recording pull manager with a simplified decision: a pod
 // may use a recorded image when the record is node-wide or names the pod's

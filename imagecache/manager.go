@@ -12,17 +12,21 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/pullrecords/pullrecords/cri"
 	"github.com/pullrecords/pullrecords/pullmanager"
 )
 
-// ImageService is the part of the CRI image service the manager uses;
-// *cri.ImageService implements it.
+// ImageService is the part of a container runtime's image service the
+// manager uses; *cri.ImageService implements it, and so can a runtime shim's
+// own client. Its errors are classified by the methods described at
+// IsTransient, IsUnauthorized and IsTimeout.
 type ImageService interface {
-	// ImageStatus returns the image, or nil when the runtime does not have it.
-	ImageStatus(ctx context.Context, image string) (*cri.Image, error)
-	// PullImage pulls image and returns its imageRef.
-	PullImage(ctx context.Context, image string, auth *cri.AuthConfig) (string, error)
+	// ImageStatus returns the image the runtime resolves image to, or nil
+	// when the runtime does not have it.
+	ImageStatus(ctx context.Context, image string) (*pullmanager.Image, error)
+	// PullImage pulls image with the registry credential auth (nil for an
+	// anonymous pull) and returns its imageRef. The manager sets only
+	// Username and Password.
+	PullImage(ctx context.Context, image string, auth *pullmanager.AuthConfig) (string, error)
 	// RemoveImage removes image; removing an absent image is not an error.
 	RemoveImage(ctx context.Context, image string) error
 }
@@ -147,10 +151,9 @@ func (m *Manager) load() error {
 	defer m.mu.Unlock()
 	now := m.clock.Now()
 	for _, pc := range p.Caches {
-		c, err := normalize(ImageCache{Namespace: pc.Namespace, Name: pc.Name, Images: pc.Images,
-			ForceFullCache: pc.ForceFullCache, PullSecret: pc.PullSecret, RefreshInterval: pc.RefreshInterval})
+		c, err := pc.spec()
 		if err != nil {
-			return fmt.Errorf("%w: %v", ErrState, err)
+			return err
 		}
 		cs := &cacheState{spec: c, generation: pc.Generation, completed: pc.Completed, pendingType: pc.PendingWorkType, lastRefresh: now}
 		m.caches[c.Ref()] = cs
@@ -403,8 +406,12 @@ func (m *Manager) Caches() []ImageCache {
 		}
 		out = append(out, c)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Ref().String() < out[j].Ref().String() })
+	sortCaches(out)
 	return out
+}
+
+func sortCaches(caches []ImageCache) {
+	sort.Slice(caches, func(i, j int) bool { return caches[i].Ref().String() < caches[j].Ref().String() })
 }
 
 // Status returns the progress of the latest batch queued for the cache in

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -191,6 +192,10 @@ func TestFailuresAndRetries(t *testing.T) {
 			wantStatus: StatusFailed, wantReason: ReasonPullFailed, wantAttempts: 1},
 		{name: "deadline per request, retried", block: true,
 			wantStatus: StatusFailed, wantReason: ReasonTimeout, wantAttempts: 3},
+		{name: "service timeout it calls permanent", failures: []error{&serviceError{msg: "slow", timeout: true}},
+			wantStatus: StatusFailed, wantReason: ReasonTimeout, wantAttempts: 1},
+		{name: "unauthorized wins over transient", failures: []error{fmt.Errorf("pull: %w", &serviceError{msg: "403", unauthorized: true, transient: true})},
+			wantStatus: StatusFailed, wantReason: ReasonUnauthorized, wantAttempts: 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -45,38 +45,78 @@ type persistedPurge struct {
 	WorkType  WorkType `json:"workType"`
 }
 
-// readState reads dir's state file. A missing file is an empty state. Stray
-// temporary files of an interrupted write are removed.
+// readState opens dir for a manager: it creates dir (0700) if needed, removes
+// stray temporary files of an interrupted write, and reads the state file.
 func readState(dir string) (*persisted, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrState, err)
+		return nil, fmt.Errorf("%w: %w", ErrState, err)
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrState, err)
+		return nil, fmt.Errorf("%w: %w", ErrState, err)
 	}
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), stateTmpPrefix) {
 			_ = os.Remove(filepath.Join(dir, e.Name()))
 		}
 	}
-	data, err := os.ReadFile(filepath.Join(dir, stateFile))
+	return readStateFile(dir)
+}
+
+// readStateFile reads dir's state file and changes nothing. A missing file
+// (or directory) is an empty state.
+func readStateFile(dir string) (*persisted, error) {
+	path := filepath.Join(dir, stateFile)
+	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &persisted{Version: stateVersion}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrState, err)
+		return nil, fmt.Errorf("%w: %w", ErrState, err)
 	}
 	var p persisted
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
-		return nil, fmt.Errorf("%w: %s is corrupt: %v", ErrState, filepath.Join(dir, stateFile), err)
+		return nil, fmt.Errorf("%w: %s is corrupt: %v", ErrState, path, err)
 	}
 	if p.Version != stateVersion {
-		return nil, fmt.Errorf("%w: %s has unsupported version %d", ErrState, filepath.Join(dir, stateFile), p.Version)
+		return nil, fmt.Errorf("%w: %s has unsupported version %d", ErrState, path, p.Version)
 	}
 	return &p, nil
+}
+
+// spec is the applied cache a persisted entry holds, validated.
+func (pc persistedCache) spec() (ImageCache, error) {
+	c, err := normalize(ImageCache{Namespace: pc.Namespace, Name: pc.Name, Images: pc.Images,
+		ForceFullCache: pc.ForceFullCache, PullSecret: pc.PullSecret, RefreshInterval: pc.RefreshInterval})
+	if err != nil {
+		return c, fmt.Errorf("%w: %w", ErrState, err)
+	}
+	return c, nil
+}
+
+// LoadState returns the caches applied in the state directory dir (what
+// Caches returns on a manager opened with WithStateDir(dir)), sorted by
+// namespace/name, without a manager and without writing anything: it
+// neither creates dir nor removes temporary files. A missing dir or state
+// file is no caches. A corrupt state file is an ErrState error. The caches
+// carry their pull secrets' credentials.
+func LoadState(dir string) ([]ImageCache, error) {
+	p, err := readStateFile(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ImageCache, 0, len(p.Caches))
+	for _, pc := range p.Caches {
+		c, err := pc.spec()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	sortCaches(out)
+	return out, nil
 }
 
 // writeState replaces dir's state file atomically and durably: a unique
@@ -84,11 +124,11 @@ func readState(dir string) (*persisted, error) {
 func writeState(dir string, p *persisted) (err error) {
 	data, err := json.Marshal(p)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrState, err)
+		return fmt.Errorf("%w: %w", ErrState, err)
 	}
 	tmp, err := os.CreateTemp(dir, stateTmpPrefix+"*")
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrState, err)
+		return fmt.Errorf("%w: %w", ErrState, err)
 	}
 	defer func() {
 		if err != nil {
@@ -102,18 +142,18 @@ func writeState(dir string, p *persisted) (err error) {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrState, err)
+		return fmt.Errorf("%w: %w", ErrState, err)
 	}
 	if err = os.Rename(tmp.Name(), filepath.Join(dir, stateFile)); err != nil {
-		return fmt.Errorf("%w: %v", ErrState, err)
+		return fmt.Errorf("%w: %w", ErrState, err)
 	}
 	d, err := os.Open(dir)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrState, err)
+		return fmt.Errorf("%w: %w", ErrState, err)
 	}
 	defer d.Close()
 	if err = d.Sync(); err != nil {
-		return fmt.Errorf("%w: %v", ErrState, err)
+		return fmt.Errorf("%w: %w", ErrState, err)
 	}
 	return nil
 }

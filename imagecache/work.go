@@ -2,14 +2,12 @@ package imagecache
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/pullrecords/pullrecords/accessor"
-	"github.com/pullrecords/pullrecords/cri"
 	"github.com/pullrecords/pullrecords/pullmanager"
 )
 
@@ -165,7 +163,7 @@ func (m *Manager) process(ctx context.Context, image string) {
 
 // credentials returns what a pull with s is recorded as, what a pod holding
 // exactly s would present, and the registry auth.
-func credentials(s *PullSecret) (*accessor.ImagePullCredentials, pullmanager.GetPodCredentials, *cri.AuthConfig) {
+func credentials(s *PullSecret) (*accessor.ImagePullCredentials, pullmanager.GetPodCredentials, *pullmanager.AuthConfig) {
 	if s == nil {
 		return &accessor.ImagePullCredentials{NodePodsAccessible: true},
 			func() ([]accessor.ImagePullSecret, *accessor.ImagePullServiceAccount, error) { return nil, nil, nil },
@@ -176,7 +174,7 @@ func credentials(s *PullSecret) (*accessor.ImagePullCredentials, pullmanager.Get
 		func() ([]accessor.ImagePullSecret, *accessor.ImagePullServiceAccount, error) {
 			return []accessor.ImagePullSecret{sec}, nil, nil
 		},
-		&cri.AuthConfig{Username: s.Username, Password: s.Password}
+		&pullmanager.AuthConfig{Username: s.Username, Password: s.Password}
 }
 
 // pull makes one attempt for a group: "already pulled" when the runtime has
@@ -221,7 +219,7 @@ func (m *Manager) pull(ctx context.Context, image string, g *pullGroup) outcome 
 		m.pulls.RecordImagePullFailed(bg, image)
 		m.metrics.pulls.WithLabelValues("failed").Inc()
 		m.metrics.pullDuration.WithLabelValues("failed").Observe(elapsed)
-		logger.V(2).Info("Image pull failed", "err", err, "transient", cri.IsTransient(err))
+		logger.V(2).Info("Image pull failed", "err", err, "transient", IsTransient(err))
 		return m.failure(ctx, ReasonPullFailed, err)
 	}
 	m.pulls.RecordImagePulled(bg, image, ref, creds)
@@ -267,16 +265,16 @@ func (m *Manager) remove(ctx context.Context, image string) outcome {
 	return outcome{status: StatusSucceeded, reason: ReasonRemoved, imageRef: st.ID, message: "Removed from the node"}
 }
 
-// failure classifies an error of a CRI call.
+// failure classifies an error of an image service call (see IsTransient).
 func (m *Manager) failure(ctx context.Context, reason string, err error) outcome {
 	if ctx.Err() != nil {
 		return outcome{status: StatusUnknown, reason: ReasonShutDown, message: "Cut off by shutdown: " + err.Error()}
 	}
 	switch {
-	case errors.Is(err, cri.ErrUnauthorized):
+	case IsUnauthorized(err):
 		reason = ReasonUnauthorized
-	case errors.Is(err, cri.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+	case IsTimeout(err):
 		reason = ReasonTimeout
 	}
-	return outcome{status: StatusFailed, reason: reason, message: err.Error(), retry: cri.IsTransient(err)}
+	return outcome{status: StatusFailed, reason: reason, message: err.Error(), retry: IsTransient(err)}
 }

@@ -18,7 +18,6 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
-	"github.com/pullrecords/pullrecords/cri"
 	"github.com/pullrecords/pullrecords/imagecache"
 	"github.com/pullrecords/pullrecords/memstore"
 	"github.com/pullrecords/pullrecords/pullmanager"
@@ -119,8 +118,10 @@ type noImages struct{}
 
 var errNoRuntime = errors.New("no container runtime in this command")
 
-func (noImages) ImageStatus(context.Context, string) (*cri.Image, error) { return nil, errNoRuntime }
-func (noImages) PullImage(context.Context, string, *cri.AuthConfig) (string, error) {
+func (noImages) ImageStatus(context.Context, string) (*pullmanager.Image, error) {
+	return nil, errNoRuntime
+}
+func (noImages) PullImage(context.Context, string, *pullmanager.AuthConfig) (string, error) {
 	return "", errNoRuntime
 }
 func (noImages) RemoveImage(context.Context, string) error { return errNoRuntime }
@@ -205,22 +206,15 @@ func newCacheStatusCmd(g *globalOptions, o *cacheOptions) *cobra.Command {
 		Use:   "status",
 		Short: "Show declared image caches and the last run's results (read-only)",
 		Long: `Show the declared image caches and the results of the last batch of each that
-"cache run" completed. Nothing is written, except that opening the state removes
-temporary files an interrupted cache manager left in it.`,
+"cache run" completed. Nothing is written.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkKubeletDir(g.kubeletDir); err != nil {
 				return err
 			}
 			state, statusFile := o.stateDirs(g)
-			var caches []imagecache.ImageCache
-			if _, err := os.Stat(state); err == nil {
-				m, err := o.offlineManager(g)
-				if err != nil {
-					return err
-				}
-				caches = m.Caches()
-			} else if !errors.Is(err, os.ErrNotExist) {
+			caches, err := imagecache.LoadState(state)
+			if err != nil {
 				return describeFSError(err)
 			}
 			last, err := readLastRun(statusFile)
