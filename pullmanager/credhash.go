@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 )
 
 // AuthConfig is a registry credential, with the JSON field names the kubelet's
@@ -31,4 +32,44 @@ func CredentialHash(auth AuthConfig) string {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+const redacted = "<redacted>"
+
+// redactedCopy returns a with every secret field replaced, for printing.
+func (a AuthConfig) redactedCopy() authConfigForPrinting {
+	hide := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		return redacted
+	}
+	return authConfigForPrinting{
+		Username:      a.Username,
+		Password:      hide(a.Password),
+		Auth:          hide(a.Auth),
+		Email:         a.Email,
+		ServerAddress: a.ServerAddress,
+		IdentityToken: hide(a.IdentityToken),
+		RegistryToken: hide(a.RegistryToken),
+	}
+}
+
+// authConfigForPrinting has AuthConfig's fields and none of its methods, so
+// printing it does not recurse.
+type authConfigForPrinting AuthConfig
+
+// String shows the user name and server, never a password or token.
+func (a AuthConfig) String() string {
+	return fmt.Sprintf("%+v", a.redactedCopy())
+}
+
+// GoString makes %#v redact as well.
+func (a AuthConfig) GoString() string {
+	return fmt.Sprintf("pullmanager.AuthConfig%+v", a.redactedCopy())
+}
+
+// MarshalLog makes klog and logr print the redacted form.
+func (a AuthConfig) MarshalLog() any {
+	return a.redactedCopy()
 }
