@@ -12,27 +12,74 @@ import (
 // secret to an entry only while the entry holds fewer secrets than this.
 const writeRecordWhileMatchingLimit = 100
 
+// The steps of the decision order (facts §4.5) that can answer a check, as
+// Explanation.Step reports them.
+const (
+	StepImageNotPresent     = 1  // imageRef is empty: must pull
+	StepRecordsError        = 4  // a record or intent could not be read: must pull (fail safe)
+	StepPolicy              = 5  // the policy does not require verification: may use
+	StepNoRecord            = 6  // no pulled record for the imageRef: must pull
+	StepNameParse           = 7  // the image string does not parse: must pull (fail safe)
+	StepNoMappingEntry      = 8  // no credentials recorded for the image's name: must pull
+	StepNodeWide            = 9  // the entry is node-wide: may use
+	StepNothingToMatch      = 10 // the entry has no secrets and no service accounts: must pull
+	StepPodCredentials      = 11 // the pod's credentials could not be looked up: must pull, with the error
+	StepSecretMatch         = 12 // a pod secret matches: may use
+	StepServiceAccountMatch = 13 // the pod's service account matches: may use
+	StepNoMatch             = 14 // nothing matched: must pull
+)
+
+// stepRecordLookup is the step that reads the record and the intent; it
+// answers only through StepRecordsError.
+const stepRecordLookup = 3
+
+// verdict is what decide answers.
+type verdict struct {
+	mustPull bool
+	result   checkResult // the metric label; meaningless at StepImageNotPresent
+	step     uint8       // the deciding step
+	err      error       // returned by MustAttemptImagePull (StepPodCredentials only)
+}
+
 // MustAttemptImagePull reports whether a pod asking for image, present on
 // the node as imageRef ("" when absent), must pull it to prove its
 // credentials. The decision follows the kubelet's order step by step (see
 // the package documentation). It fails safe: any error reading records means
 // true with a nil error; only an error from getPodCredentials is returned
-// (with true).
+// (with true). ExplainImagePull tells how the answer is reached.
 func (m *PullManager) MustAttemptImagePull(ctx context.Context, image, imageRef string, getPodCredentials GetPodCredentials) (bool, error) {
-	if imageRef == "" {
-		return true, nil
-	}
-	if m.metrics == nil {
-		_, pull, err := m.decide(ctx, image, imageRef, getPodCredentials)
-		return pull, err
+	if m.metrics == nil || imageRef == "" {
+		v := m.decide(ctx, image, imageRef, getPodCredentials, false, nil)
+		return v.mustPull, v.err
 	}
 	start := m.clock.Now()
-	result, pull, err := m.decide(ctx, image, imageRef, getPodCredentials)
-	m.metrics.observeCheck(result, m.clock.Since(start))
-	return pull, err
+	v := m.decide(ctx, image, imageRef, getPodCredentials, false, nil)
+	m.metrics.observeCheck(v.result, m.clock.Since(start))
+	return v.mustPull, v.err
 }
 
-func (m *PullManager) decide(ctx context.Context, image, imageRef string, getPodCredentials GetPodCredentials) (checkResult, bool, error) {
+// decide is the one implementation of the decision, for both
+// MustAttemptImagePull and ExplainImagePull. With dryRun it neither writes,
+// logs nor counts metrics: the write a check would make is reported in tr
+// instead. tr, when not nil, receives a line per step taken; every use of it
+// is behind a nil check, so a check (tr == nil) formats nothing and
+// allocates nothing for it.
+func (m *PullManager) decide(ctx context.Context, image, imageRef string, getPodCredentials GetPodCredentials, dryRun bool, tr *Explanation) verdict {
+	// Step 1 (steps 2 and 4 are the metric and the error exit).
+	if imageRef == "" {
+		if tr != nil {
+			tr.traceNotPresent()
+		}
+		return verdict{mustPull: true, step: StepImageNotPresent}
+	}
+	if tr != nil {
+		tr.step(StepImageNotPresent, checkPresent, "yes, as "+imageRef)
+	}
+	metrics := m.metrics
+	if dryRun {
+		metrics = nil
+	}
+
 	// Steps 3-4: find out whether the kubelet pulled (or is pulling) the
 	// image, lock-free. Writers record the pull, then bump intentDrops, then
 	// drop the intent; so if the intent read finds nothing and intentDrops
@@ -41,55 +88,90 @@ func (m *PullManager) decide(ctx context.Context, image, imageRef string, getPod
 	drops := m.intentDrops.Load()
 	rec, found, err := m.readRecord(imageRef)
 	if err != nil {
-		return m.recordsError(ctx, imageRef, err)
+		return m.recordsError(ctx, imageRef, err, false, dryRun, tr)
 	}
 	pulledByKubelet := m.countsAsPulled(image, rec, found)
+	var inFlight, intent, reread bool
 	if !pulledByKubelet {
-		intent, err := m.intentPresent(image)
+		inFlight, intent, err = m.intentState(image)
 		if err != nil {
-			return m.recordsError(ctx, imageRef, err)
+			return m.recordsError(ctx, imageRef, err, true, dryRun, tr)
 		}
 		switch {
-		case intent:
+		case inFlight || intent:
 			pulledByKubelet = true
 		case m.intentDrops.Load() != drops:
+			reread = true
 			if rec, found, err = m.readRecord(imageRef); err != nil {
-				return m.recordsError(ctx, imageRef, err)
+				return m.recordsError(ctx, imageRef, err, false, dryRun, tr)
 			}
 			pulledByKubelet = m.countsAsPulled(image, rec, found)
 		}
 	}
-	if m.metrics != nil {
-		m.metrics.recordLookup(found)
+	if metrics != nil {
+		metrics.recordLookup(found)
+	}
+	if tr != nil {
+		tr.traceLookup(image, rec, found, pulledByKubelet, inFlight, intent, reread)
 	}
 
 	// Step 5: the policy comes before the record's contents.
 	if !m.policy.RequireCredentialVerificationForImage(image, pulledByKubelet) {
-		return resultPolicyAllowed, false, nil
+		if tr != nil {
+			tr.tracePolicy(m.policy, false)
+		}
+		return verdict{result: resultPolicyAllowed, step: StepPolicy}
+	}
+	if tr != nil {
+		tr.tracePolicy(m.policy, true)
 	}
 	// Step 6.
 	if !found {
-		return resultMustAuthenticate, true, nil
+		if tr != nil {
+			tr.decided(StepNoRecord, checkRecordExists, "no: nothing proves any credentials", "no pulled record")
+		}
+		return verdict{mustPull: true, result: resultMustAuthenticate, step: StepNoRecord}
+	}
+	if tr != nil {
+		tr.step(StepNoRecord, checkRecordExists, "yes")
 	}
 	// Step 7.
 	key, hit, err := normalizeCached(image)
-	if m.metrics != nil {
-		m.metrics.nameLookup(hit)
+	if metrics != nil {
+		metrics.nameLookup(hit)
 	}
 	if err != nil {
-		klog.FromContext(ctx).Error(err, "Failed to parse image name, forcing image credentials reverification", "image", image)
-		return resultError, true, nil
+		if !dryRun {
+			klog.FromContext(ctx).Error(err, "Failed to parse image name, forcing image credentials reverification", "image", image)
+		}
+		if tr != nil {
+			tr.traceNameError(image, err)
+		}
+		return verdict{mustPull: true, result: resultError, step: StepNameParse}
+	}
+	if tr != nil {
+		tr.step(StepNameParse, checkName, key)
 	}
 	// Steps 8-10.
 	entry, ok := rec.CredentialMapping[key]
+	if tr != nil {
+		tr.traceEntry(key, rec, entry, ok)
+	}
 	if !ok {
-		return resultMustAuthenticate, true, nil
+		return verdict{mustPull: true, result: resultMustAuthenticate, step: StepNoMappingEntry}
 	}
 	if entry.NodePodsAccessible {
-		return resultRecordFound, false, nil
+		if tr != nil {
+			tr.decided(StepNodeWide, "node-wide access", "yes: pulled anonymously or with node credentials, every pod may use it",
+				"node-wide access (anonymous or node credentials)")
+		}
+		return verdict{result: resultRecordFound, step: StepNodeWide}
 	}
 	if len(entry.KubernetesSecrets) == 0 && len(entry.KubernetesServiceAccounts) == 0 {
-		return resultMustAuthenticate, true, nil
+		if tr != nil {
+			tr.decided(StepNothingToMatch, "recorded secrets or service accounts", "none", "nothing recorded to match")
+		}
+		return verdict{mustPull: true, result: resultMustAuthenticate, step: StepNothingToMatch}
 	}
 	// Step 11: only now ask for the pod's credentials (a nil function means
 	// the pod has none).
@@ -97,8 +179,14 @@ func (m *PullManager) decide(ctx context.Context, image, imageRef string, getPod
 	var podSA *accessor.ImagePullServiceAccount
 	if getPodCredentials != nil {
 		if podSecrets, podSA, err = getPodCredentials(); err != nil {
-			return resultError, true, err
+			if tr != nil {
+				tr.tracePodCredentials(nil, nil, err)
+			}
+			return verdict{mustPull: true, result: resultError, step: StepPodCredentials, err: err}
 		}
+	}
+	if tr != nil {
+		tr.tracePodCredentials(podSecrets, podSA, nil)
 	}
 	// Step 12.
 	cached := entry.KubernetesSecrets
@@ -109,29 +197,51 @@ func (m *PullManager) decide(ctx context.Context, image, imageRef string, getPod
 			cs := &cached[j]
 			// hashesMatch first: it decides without the coordinates.
 			if cs.CredentialHash != "" && cs.CredentialHash == ps.CredentialHash {
-				if canWrite && !sameCoordinates(cs, ps) {
+				write := canWrite && !sameCoordinates(cs, ps)
+				if write && !dryRun {
 					m.recordSecretAtCheck(ctx, key, imageRef, *ps)
 				}
-				return resultRecordFound, false, nil
+				if tr != nil {
+					m.traceHashMatch(tr, rec, key, cs, ps, write)
+				}
+				return verdict{result: resultRecordFound, step: StepSecretMatch}
 			}
 			// coordsMatch with a different (or empty) hash: the same secret
 			// object passed before, its rotated content is trusted.
 			if canWrite && sameCoordinates(cs, ps) {
-				m.recordSecretAtCheck(ctx, key, imageRef, *ps)
-				return resultRecordFound, false, nil
+				if !dryRun {
+					m.recordSecretAtCheck(ctx, key, imageRef, *ps)
+				}
+				if tr != nil {
+					m.traceCoordinatesMatch(tr, rec, key, ps)
+				}
+				return verdict{result: resultRecordFound, step: StepSecretMatch}
+			}
+			if tr != nil && sameCoordinates(cs, ps) {
+				tr.traceCoordinatesAtLimit(ps, len(cached))
 			}
 		}
+	}
+	if tr != nil {
+		tr.traceNoSecretMatch(len(podSecrets))
 	}
 	// Step 13.
 	if podSA != nil {
 		for _, sa := range entry.KubernetesServiceAccounts {
 			if sa == *podSA {
-				return resultRecordFound, false, nil
+				if tr != nil {
+					tr.traceServiceAccount(podSA, true)
+				}
+				return verdict{result: resultRecordFound, step: StepServiceAccountMatch}
 			}
 		}
 	}
+	if tr != nil {
+		tr.traceServiceAccount(podSA, false)
+		tr.decided(StepNoMatch, "result", "no recorded credential matches the pod's", "no matching credentials")
+	}
 	// Step 14.
-	return resultMustAuthenticate, true, nil
+	return verdict{mustPull: true, result: resultMustAuthenticate, step: StepNoMatch}
 }
 
 func sameCoordinates(a, b *accessor.ImagePullSecret) bool {
@@ -155,9 +265,17 @@ func (m *PullManager) countsAsPulled(image string, rec *accessor.ImagePulledReco
 	return ok
 }
 
-func (m *PullManager) recordsError(ctx context.Context, imageRef string, err error) (checkResult, bool, error) {
-	klog.FromContext(ctx).Error(err, "Unable to access cache records about image pulls", "imageRef", imageRef)
-	return resultError, true, nil
+// recordsError is the error exit of steps 3-4: must pull, no error
+// returned. intent says whether the intent (rather than the record) could
+// not be read.
+func (m *PullManager) recordsError(ctx context.Context, imageRef string, err error, intent, dryRun bool, tr *Explanation) verdict {
+	if !dryRun {
+		klog.FromContext(ctx).Error(err, "Unable to access cache records about image pulls", "imageRef", imageRef)
+	}
+	if tr != nil {
+		tr.traceRecordsError(err, intent)
+	}
+	return verdict{mustPull: true, result: resultError, step: StepRecordsError}
 }
 
 // recordSecretAtCheck adds a pod secret that a check accepted to the entry of

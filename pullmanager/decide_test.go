@@ -19,10 +19,35 @@ const (
 	hashOK = "hash-ok"
 )
 
-// TestMustAttemptImagePull covers every step of the 14-step decision
-// (facts §4.5), whether the pod's credentials were asked for, the result
-// label, and the record after the check (check-time writes).
-func TestMustAttemptImagePull(t *testing.T) {
+// decisionRow is one row of the decision table shared by
+// TestMustAttemptImagePull and TestExplainImagePullAgrees.
+type decisionRow struct {
+	name       string
+	step       int // the deciding step (Explanation.Step)
+	policy     VerificationPolicy
+	allowlist  []string
+	protect    bool
+	record     *accessor.ImagePulledRecord
+	intent     string // stored intent
+	inFlight   string // RecordPullIntent made by this process
+	fail       map[string]error
+	image      string
+	imageRef   string
+	podSecrets []accessor.ImagePullSecret
+	podSA      *accessor.ImagePullServiceAccount
+	podErr     error
+
+	want          bool
+	wantErr       bool
+	wantCredCalls int
+	wantResult    string // "" = no metric recorded
+	wantRecord    *accessor.ImagePulledRecord
+}
+
+// decisionRows covers every step of the 14-step decision (facts §4.5),
+// whether the pod's credentials are asked for, the result label, and the
+// record after the check (check-time writes).
+func decisionRows() []decisionRow {
 	s1 := secret("uid1", "ns1", "pull1", hashOK)
 	many := func(n int) []accessor.ImagePullSecret {
 		out := make([]accessor.ImagePullSecret, n)
@@ -34,158 +59,151 @@ func TestMustAttemptImagePull(t *testing.T) {
 	withSecrets := func(ss ...accessor.ImagePullSecret) map[string]accessor.ImagePullCredentials {
 		return map[string]accessor.ImagePullCredentials{keyX: {KubernetesSecrets: ss}}
 	}
-	type row struct {
-		name       string
-		policy     VerificationPolicy
-		allowlist  []string
-		protect    bool
-		record     *accessor.ImagePulledRecord
-		intent     string // stored intent
-		inFlight   string // RecordPullIntent made by this process
-		fail       map[string]error
-		image      string
-		imageRef   string
-		podSecrets []accessor.ImagePullSecret
-		podSA      *accessor.ImagePullServiceAccount
-		podErr     error
-
-		want          bool
-		wantErr       bool
-		wantCredCalls int
-		wantResult    string // "" = no metric recorded
-		wantRecord    *accessor.ImagePulledRecord
-	}
-	rows := []row{
-		{name: "step 1: image not present", policy: AlwaysVerify, image: imgX, imageRef: "", want: true},
-		{name: "step 3: record read error fails safe", policy: NeverVerify, image: imgX, imageRef: refA,
+	return []decisionRow{
+		{name: "step 1: image not present", step: 1, policy: AlwaysVerify, image: imgX, imageRef: "", want: true},
+		{name: "step 3: record read error fails safe", step: 4, policy: NeverVerify, image: imgX, imageRef: refA,
 			fail: map[string]error{"GetImagePulledRecord": errInjected}, want: true, wantResult: ResultError},
-		{name: "step 3: intent read error fails safe", policy: NeverVerify, image: imgX, imageRef: refA,
+		{name: "step 3: intent read error fails safe", step: 4, policy: NeverVerify, image: imgX, imageRef: refA,
 			fail: map[string]error{"ImagePullIntentExists": errInjected}, want: true, wantResult: ResultError},
-		{name: "step 3: in-flight count answers without reading the intent", policy: NeverVerifyPreloadedImages,
+		{name: "step 3: in-flight count answers without reading the intent", step: 6, policy: NeverVerifyPreloadedImages,
 			inFlight: imgX, fail: map[string]error{"ImagePullIntentExists": errInjected}, image: imgX, imageRef: refA,
 			want: true, wantResult: ResultMustAuthenticate},
-		{name: "step 5: NeverVerify with only an intent", policy: NeverVerify, intent: imgX, image: imgX, imageRef: refA,
+		{name: "step 5: NeverVerify with only an intent", step: 5, policy: NeverVerify, intent: imgX, image: imgX, imageRef: refA,
 			want: false, wantResult: ResultCredentialPolicyAllowed},
-		{name: "step 5: preloaded image under NeverVerifyPreloadedImages", policy: NeverVerifyPreloadedImages,
+		{name: "step 5: preloaded image under NeverVerifyPreloadedImages", step: 5, policy: NeverVerifyPreloadedImages,
 			image: imgX, imageRef: refA, want: false, wantResult: ResultCredentialPolicyAllowed},
-		{name: "step 5: allowlisted image pulled with a secret", policy: NeverVerifyAllowlistedImages,
+		{name: "step 5: allowlisted image pulled with a secret", step: 5, policy: NeverVerifyAllowlistedImages,
 			allowlist: []string{"registry.example/team/*"}, record: rec(refA, t0, withSecrets(s1)),
 			image: imgX, imageRef: refA, want: false, wantResult: ResultCredentialPolicyAllowed},
-		{name: "step 6: NeverVerifyPreloadedImages with only an intent", policy: NeverVerifyPreloadedImages,
+		{name: "step 6: NeverVerifyPreloadedImages with only an intent", step: 6, policy: NeverVerifyPreloadedImages,
 			intent: imgX, image: imgX, imageRef: refA, want: true, wantResult: ResultMustAuthenticate},
-		{name: "step 6: AlwaysVerify without records", policy: AlwaysVerify, image: imgX, imageRef: refA,
+		{name: "step 6: AlwaysVerify without records", step: 6, policy: AlwaysVerify, image: imgX, imageRef: refA,
 			want: true, wantResult: ResultMustAuthenticate},
-		{name: "step 7: unparsable image name", policy: AlwaysVerify, record: rec(refA, t0, withSecrets(s1)),
+		{name: "step 7: unparsable image name", step: 7, policy: AlwaysVerify, record: rec(refA, t0, withSecrets(s1)),
 			image: "UPPER/Case:bad", imageRef: refA, want: true, wantResult: ResultError},
-		{name: "step 8: record only under another name", policy: AlwaysVerify,
+		{name: "step 8: record only under another name", step: 8, policy: AlwaysVerify,
 			record: rec(refA, t0, map[string]accessor.ImagePullCredentials{keyY: {KubernetesSecrets: []accessor.ImagePullSecret{s1}}}),
 			image:  imgX, imageRef: refA, podSecrets: []accessor.ImagePullSecret{s1}, want: true, wantResult: ResultMustAuthenticate},
-		{name: "step 8: empty mapping", policy: AlwaysVerify, record: rec(refA, t0, nil),
+		{name: "step 8: empty mapping", step: 8, policy: AlwaysVerify, record: rec(refA, t0, nil),
 			image: imgX, imageRef: refA, want: true, wantResult: ResultMustAuthenticate},
-		{name: "step 9: node-wide entry, credentials never asked", policy: AlwaysVerify,
+		{name: "step 9: node-wide entry, credentials never asked", step: 9, policy: AlwaysVerify,
 			record: rec(refA, t0, map[string]accessor.ImagePullCredentials{keyX: {NodePodsAccessible: true}}),
 			image:  imgX, imageRef: refA, want: false, wantResult: ResultCredentialRecordFound},
-		{name: "step 9: familiar name matches the normalised key", policy: AlwaysVerify,
+		{name: "step 9: familiar name matches the normalised key", step: 9, policy: AlwaysVerify,
 			record: rec(refA, t0, map[string]accessor.ImagePullCredentials{"docker.io/library/busybox": {NodePodsAccessible: true}}),
 			image:  "busybox", imageRef: refA, want: false, wantResult: ResultCredentialRecordFound},
-		{name: "step 10: entry without credentials", policy: AlwaysVerify,
+		{name: "step 10: entry without credentials", step: 10, policy: AlwaysVerify,
 			record: rec(refA, t0, map[string]accessor.ImagePullCredentials{keyX: {}}),
 			image:  imgX, imageRef: refA, want: true, wantResult: ResultMustAuthenticate},
-		{name: "step 11: getPodCredentials fails", policy: AlwaysVerify, record: rec(refA, t0, withSecrets(s1)),
+		{name: "step 11: getPodCredentials fails", step: 11, policy: AlwaysVerify, record: rec(refA, t0, withSecrets(s1)),
 			image: imgX, imageRef: refA, podErr: errInjected,
 			want: true, wantErr: true, wantCredCalls: 1, wantResult: ResultError},
-		{name: "step 12: same secret", policy: AlwaysVerify, record: rec(refA, t0, withSecrets(s1)),
+		{name: "step 12: same secret", step: 12, policy: AlwaysVerify, record: rec(refA, t0, withSecrets(s1)),
 			image: imgX, imageRef: refA, podSecrets: []accessor.ImagePullSecret{s1},
 			want: false, wantCredCalls: 1, wantResult: ResultCredentialRecordFound,
 			wantRecord: rec(refA, t0, withSecrets(s1))},
-		{name: "step 12: same hash, other coordinates, written", policy: AlwaysVerify, record: rec(refA, t0, withSecrets(s1)),
+		{name: "step 12: same hash, other coordinates, written", step: 12, policy: AlwaysVerify, record: rec(refA, t0, withSecrets(s1)),
 			image: imgX, imageRef: refA, podSecrets: []accessor.ImagePullSecret{secret("uid0", "ans", "copy", hashOK)},
 			want: false, wantCredCalls: 1, wantResult: ResultCredentialRecordFound,
 			wantRecord: rec(refA, t0.Add(1e9), withSecrets(secret("uid0", "ans", "copy", hashOK), s1))},
-		{name: "step 12: same coordinates, rotated hash, written", policy: AlwaysVerify, record: rec(refA, t0, withSecrets(s1)),
+		{name: "step 12: same coordinates, rotated hash, written", step: 12, policy: AlwaysVerify, record: rec(refA, t0, withSecrets(s1)),
 			image: imgX, imageRef: refA, podSecrets: []accessor.ImagePullSecret{secret("uid1", "ns1", "pull1", "rotated")},
 			want: false, wantCredCalls: 1, wantResult: ResultCredentialRecordFound,
 			wantRecord: rec(refA, t0.Add(1e9), withSecrets(secret("uid1", "ns1", "pull1", "rotated")))},
-		{name: "step 12: empty hashes, same coordinates", policy: AlwaysVerify,
+		{name: "step 12: empty hashes, same coordinates", step: 12, policy: AlwaysVerify,
 			record: rec(refA, t0, withSecrets(secret("uid1", "ns1", "pull1", ""))),
 			image:  imgX, imageRef: refA, podSecrets: []accessor.ImagePullSecret{secret("uid1", "ns1", "pull1", "")},
 			want: false, wantCredCalls: 1, wantResult: ResultCredentialRecordFound},
-		{name: "step 12: empty hashes, other coordinates", policy: AlwaysVerify,
+		{name: "step 12: empty hashes, other coordinates", step: 14, policy: AlwaysVerify,
 			record: rec(refA, t0, withSecrets(secret("uid1", "ns1", "pull1", ""))),
 			image:  imgX, imageRef: refA, podSecrets: []accessor.ImagePullSecret{secret("uid2", "ns1", "pull2", "")},
 			want: true, wantCredCalls: 1, wantResult: ResultMustAuthenticate},
-		{name: "step 12: hash match at the 100 limit is accepted but not written", policy: AlwaysVerify,
+		{name: "step 12: hash match at the 100 limit is accepted but not written", step: 12, policy: AlwaysVerify,
 			record: rec(refA, t0, withSecrets(many(100)...)),
 			image:  imgX, imageRef: refA, podSecrets: []accessor.ImagePullSecret{secret("new", "new", "new", "h050")},
 			want: false, wantCredCalls: 1, wantResult: ResultCredentialRecordFound,
 			wantRecord: rec(refA, t0, withSecrets(many(100)...))},
-		{name: "step 12: coordinates match at the 100 limit is not accepted", policy: AlwaysVerify,
+		{name: "step 12: coordinates match at the 100 limit is not accepted", step: 14, policy: AlwaysVerify,
 			record: rec(refA, t0, withSecrets(many(100)...)),
 			image:  imgX, imageRef: refA, podSecrets: []accessor.ImagePullSecret{secret("u050", "ns", "s050", "rotated")},
 			want: true, wantCredCalls: 1, wantResult: ResultMustAuthenticate,
 			wantRecord: rec(refA, t0, withSecrets(many(100)...))},
-		{name: "step 12: coordinates match below the limit (99)", policy: AlwaysVerify,
+		{name: "step 12: coordinates match below the limit (99)", step: 12, policy: AlwaysVerify,
 			record: rec(refA, t0, withSecrets(many(99)...)),
 			image:  imgX, imageRef: refA, podSecrets: []accessor.ImagePullSecret{secret("u050", "ns", "s050", "rotated")},
 			want: false, wantCredCalls: 1, wantResult: ResultCredentialRecordFound},
-		{name: "step 12: check-time write failure does not change the answer", policy: AlwaysVerify,
+		{name: "step 12: check-time write failure does not change the answer", step: 12, policy: AlwaysVerify,
 			record: rec(refA, t0, withSecrets(s1)), fail: map[string]error{"WriteImagePulledRecord": errInjected},
 			image: imgX, imageRef: refA, podSecrets: []accessor.ImagePullSecret{secret("uid9", "ns9", "n9", hashOK)},
 			want: false, wantCredCalls: 1, wantResult: ResultCredentialRecordFound,
 			wantRecord: rec(refA, t0, withSecrets(s1))},
-		{name: "step 13: service account match", policy: AlwaysVerify,
+		{name: "step 13: service account match", step: 13, policy: AlwaysVerify,
 			record: rec(refA, t0, map[string]accessor.ImagePullCredentials{keyX: {
 				KubernetesSecrets:         []accessor.ImagePullSecret{s1},
 				KubernetesServiceAccounts: []accessor.ImagePullServiceAccount{sa("sauid", "ns1", "default")}}}),
 			image: imgX, imageRef: refA, podSA: &accessor.ImagePullServiceAccount{UID: "sauid", Namespace: "ns1", Name: "default"},
 			want: false, wantCredCalls: 1, wantResult: ResultCredentialRecordFound},
-		{name: "step 13: service account with another UID", policy: AlwaysVerify,
+		{name: "step 13: service account with another UID", step: 14, policy: AlwaysVerify,
 			record: rec(refA, t0, map[string]accessor.ImagePullCredentials{keyX: {
 				KubernetesServiceAccounts: []accessor.ImagePullServiceAccount{sa("sauid", "ns1", "default")}}}),
 			image: imgX, imageRef: refA, podSA: &accessor.ImagePullServiceAccount{UID: "other", Namespace: "ns1", Name: "default"},
 			want: true, wantCredCalls: 1, wantResult: ResultMustAuthenticate},
-		{name: "step 14: pod without credentials", policy: AlwaysVerify, record: rec(refA, t0, withSecrets(s1)),
+		{name: "step 14: pod without credentials", step: 14, policy: AlwaysVerify, record: rec(refA, t0, withSecrets(s1)),
 			image: imgX, imageRef: refA, want: true, wantCredCalls: 1, wantResult: ResultMustAuthenticate},
-		{name: "step 14: pod with other secret", policy: AlwaysVerify, record: rec(refA, t0, withSecrets(s1)),
+		{name: "step 14: pod with other secret", step: 14, policy: AlwaysVerify, record: rec(refA, t0, withSecrets(s1)),
 			image: imgX, imageRef: refA, podSecrets: []accessor.ImagePullSecret{secret("u", "n", "m", "wrong")},
 			want: true, wantCredCalls: 1, wantResult: ResultMustAuthenticate},
 		// kubernetes#138175: preloaded X, the same content pulled as Y with a secret.
-		{name: "kubernetes#138175 upstream: preloaded name poisoned", policy: NeverVerifyPreloadedImages,
+		{name: "kubernetes#138175 upstream: preloaded name poisoned", step: 8, policy: NeverVerifyPreloadedImages,
 			record: rec(refA, t0, map[string]accessor.ImagePullCredentials{keyY: {KubernetesSecrets: []accessor.ImagePullSecret{s1}}}),
 			image:  imgX, imageRef: refA, want: true, wantResult: ResultMustAuthenticate},
-		{name: "kubernetes#138175 fixed: preloaded name stays usable", policy: NeverVerifyPreloadedImages, protect: true,
+		{name: "kubernetes#138175 fixed: preloaded name stays usable", step: 5, policy: NeverVerifyPreloadedImages, protect: true,
 			record: rec(refA, t0, map[string]accessor.ImagePullCredentials{keyY: {KubernetesSecrets: []accessor.ImagePullSecret{s1}}}),
 			image:  imgX, imageRef: refA, want: false, wantResult: ResultCredentialPolicyAllowed},
-		{name: "kubernetes#138175 fixed: the pulled name still needs credentials", policy: NeverVerifyPreloadedImages, protect: true,
+		{name: "kubernetes#138175 fixed: the pulled name still needs credentials", step: 14, policy: NeverVerifyPreloadedImages, protect: true,
 			record: rec(refA, t0, map[string]accessor.ImagePullCredentials{keyY: {KubernetesSecrets: []accessor.ImagePullSecret{s1}}}),
 			image:  imgY, imageRef: refA, want: true, wantCredCalls: 1, wantResult: ResultMustAuthenticate},
-		{name: "kubernetes#138175 fixed: an intent for the name still counts", policy: NeverVerifyPreloadedImages, protect: true,
+		{name: "kubernetes#138175 fixed: an intent for the name still counts", step: 8, policy: NeverVerifyPreloadedImages, protect: true,
 			intent: imgX,
 			record: rec(refA, t0, map[string]accessor.ImagePullCredentials{keyY: {KubernetesSecrets: []accessor.ImagePullSecret{s1}}}),
 			image:  imgX, imageRef: refA, want: true, wantResult: ResultMustAuthenticate},
 	}
-	for _, tc := range rows {
+}
+
+// newDecisionManager builds the store and manager of a row, with the
+// row's in-flight pull made and its failures injected, and steps the clock
+// by a second.
+func newDecisionManager(t *testing.T, tc decisionRow) (*PullManager, *fakeStore, *Metrics) {
+	t.Helper()
+	_, logger := testCtx(t)
+	store := newFakeStore()
+	if tc.record != nil {
+		store.records[tc.record.ImageRef] = tc.record.ForStorage()
+	}
+	if tc.intent != "" {
+		store.intents[tc.intent] = true
+	}
+	metrics := NewMetrics()
+	m, clk := newTestManager(t, store, mustPolicy(t, tc.policy, tc.allowlist...),
+		WithMetrics(metrics), WithPreloadedImageProtection(tc.protect))
+	if tc.inFlight != "" {
+		if err := m.RecordPullIntent(logger, tc.inFlight); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k, v := range tc.fail {
+		store.setFail(k, v)
+	}
+	clk.Step(1e9)
+	return m, store, metrics
+}
+
+// TestMustAttemptImagePull runs the decision table through the check.
+func TestMustAttemptImagePull(t *testing.T) {
+	for _, tc := range decisionRows() {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, logger := testCtx(t)
-			store := newFakeStore()
-			if tc.record != nil {
-				store.records[tc.record.ImageRef] = tc.record.ForStorage()
-			}
-			if tc.intent != "" {
-				store.intents[tc.intent] = true
-			}
-			metrics := NewMetrics()
-			m, clk := newTestManager(t, store, mustPolicy(t, tc.policy, tc.allowlist...),
-				WithMetrics(metrics), WithPreloadedImageProtection(tc.protect))
-			if tc.inFlight != "" {
-				if err := m.RecordPullIntent(logger, tc.inFlight); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for k, v := range tc.fail {
-				store.setFail(k, v)
-			}
-			clk.Step(1e9)
+			ctx, _ := testCtx(t)
+			m, store, metrics := newDecisionManager(t, tc)
 			calls := 0
 			got, err := m.MustAttemptImagePull(ctx, tc.image, tc.imageRef, podCreds(&calls, tc.podSecrets, tc.podSA, tc.podErr))
 			if got != tc.want {

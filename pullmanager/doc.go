@@ -12,6 +12,13 @@
 // means "pull with the pod's credentials first". After image garbage
 // collection it calls PruneUnknownRecords.
 //
+// ExplainImagePull tells how MustAttemptImagePull answers, step by step,
+// for tools (an operator's command, a demo). It is not a second
+// implementation: the check and the explanation run the same decision code,
+// the explanation in a dry-run mode that writes nothing, logs nothing and
+// counts no metrics, reporting instead the secret the check would add to
+// the record. The check passes no tracer and pays nothing for this.
+//
 // # Guarantees
 //
 //   - Decision order is the upstream kubelet's, step for step: an absent
@@ -39,6 +46,11 @@
 //     returned. A record is never changed in place: records read from a
 //     RecordPeeker are shared with the store's cache and are copied before
 //     any merge.
+//   - ExplainImagePull gives the answer, error and credential lookups
+//     MustAttemptImagePull would give at the same moment, and never writes;
+//     an explanation never holds a credential hash. NewImagePullManager with
+//     a nil ImageLister writes nothing, so a manager over a read-only store
+//     can explain.
 //   - Policies and allowlist behave as the kubelet's; allowlist entries match
 //     the normalised image name (kubernetes#137629).
 //

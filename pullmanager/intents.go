@@ -62,11 +62,12 @@ func (m *PullManager) decrementIntent(logger klog.Logger, image string) {
 	m.metrics.updateCounts(m.counter)
 }
 
-// intentPresent reports whether image has an in-flight pull in this process
-// or a stored intent.
-func (m *PullManager) intentPresent(image string) (bool, error) {
+// intentState reports whether image has an in-flight pull in this process
+// and, only when it has none, whether it has a stored intent.
+func (m *PullManager) intentState(image string) (inFlight, stored bool, err error) {
 	if m.intents.get(image) > 0 {
-		return true, nil
+		return true, false, nil
 	}
-	return m.records.ImagePullIntentExists(image)
+	stored, err = m.records.ImagePullIntentExists(image)
+	return false, stored, err
 }

@@ -50,17 +50,36 @@ func NewImagePullCredentialVerificationPolicy(p VerificationPolicy, allowlist []
 	}
 	switch p {
 	case NeverVerify:
-		return PolicyFunc(func(string, bool) bool { return false }), nil
+		return neverVerifyPolicy{}, nil
 	case NeverVerifyPreloadedImages:
-		return PolicyFunc(func(_ string, pulledByKubelet bool) bool { return pulledByKubelet }), nil
+		return neverVerifyPreloadedPolicy{}, nil
 	case AlwaysVerify:
-		return PolicyFunc(func(string, bool) bool { return true }), nil
+		return alwaysVerifyPolicy{}, nil
 	case NeverVerifyAllowlistedImages:
 		return newAllowlistPolicy(allowlist)
 	default:
 		return nil, fmt.Errorf("%w: %q", ErrUnknownPolicy, string(p))
 	}
 }
+
+// The built-in policies. Each has a String method returning its
+// VerificationPolicy name, which explanations show (see ExplainImagePull).
+type (
+	neverVerifyPolicy          struct{}
+	neverVerifyPreloadedPolicy struct{}
+	alwaysVerifyPolicy         struct{}
+)
+
+func (neverVerifyPolicy) RequireCredentialVerificationForImage(string, bool) bool { return false }
+func (neverVerifyPolicy) String() string                                          { return string(NeverVerify) }
+
+func (neverVerifyPreloadedPolicy) RequireCredentialVerificationForImage(_ string, pulledByKubelet bool) bool {
+	return pulledByKubelet
+}
+func (neverVerifyPreloadedPolicy) String() string { return string(NeverVerifyPreloadedImages) }
+
+func (alwaysVerifyPolicy) RequireCredentialVerificationForImage(string, bool) bool { return true }
+func (alwaysVerifyPolicy) String() string                                          { return string(AlwaysVerify) }
 
 // ValidateAllowlist checks allowlist patterns with the kubelet's rules:
 //   - no leading or trailing white space;
@@ -144,6 +163,9 @@ func newAllowlistPolicy(patterns []string) (*allowlistPolicy, error) {
 func (a *allowlistPolicy) RequireCredentialVerificationForImage(image string, _ bool) bool {
 	return !a.allowed(image)
 }
+
+// String returns the policy's name, NeverVerifyAllowlistedImages.
+func (a *allowlistPolicy) String() string { return string(NeverVerifyAllowlistedImages) }
 
 // allowed matches image's normalised name (kubernetes#137629: the raw pod
 // string, with tag, used to be compared) exactly, then by prefix. An image

@@ -36,9 +36,11 @@ the manager's fix. Everything is
 real except the container runtime and the registry, which run in-process: the
 record store on disk (with fsync), the write-through cache and the pull manager.
 
-Every decision is printed with the step that made it. The explanation is computed
-independently from the records, read-only, and checked against the manager's answer
-at run time; if they ever disagree the demo stops with exit status 2.
+Every decision is printed with the step that made it. The step comes from the
+pull manager's explanation of its own decision (a dry run of the same code, which
+writes nothing), and is checked at run time against the answer, the credential
+lookup and the record write of the real check; if they ever disagree the demo
+stops with exit status 2.
 
 Needs no root, no socket and no network. --kubelet-dir is ignored: use --dir.`,
 		Args: cobra.NoArgs,
@@ -96,7 +98,7 @@ func runDemo(cmd *cobra.Command, g *globalOptions, o *demoOptions) error {
 		},
 	})
 	if errors.Is(err, demo.ErrDisagree) {
-		fmt.Fprintln(g.stderr, "pullrecords: BUG: THE EXPLANATION AND THE PULL MANAGER DISAGREE")
+		fmt.Fprintln(g.stderr, "pullrecords: BUG: THE PULL MANAGER'S EXPLANATION AND ITS CHECK DISAGREE")
 		return err
 	}
 	if err != nil {

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 
 	"github.com/pullrecords/pullrecords/cmd/pullrecords/internal/explain"
 	"github.com/pullrecords/pullrecords/pullmanager"
@@ -25,8 +27,10 @@ func newExplainCmd(g *globalOptions) *cobra.Command {
 		Short: "Explain whether a pod must pull an image already present (read-only)",
 		Long: `Explain the answer MustAttemptImagePull would give for a pod that asks for IMAGE
 (the pod's image string, verbatim) when the node already has it as IMAGEREF (the
-image ID), step by step, from the records on disk. Nothing is written: where the
-manager would update a record during the check, the explanation says so.
+image ID), step by step, from the records on disk. The explanation comes from the
+pull manager's own decision code, run in a dry-run mode over the store opened
+read-only: nothing is written, and where the manager would update a record during
+the check, the explanation says so.
 
 "must pull" means the pod must prove to the registry that its credentials can
 pull the image; it is an answer, not an error (exit status 0).`,
@@ -35,7 +39,7 @@ pull the image; it is an answer, not an error (exit status 0).`,
   pullrecords explain nginx sha256:... --policy AlwaysVerify`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runExplain(g, o, args[0], args[1])
+			return runExplain(cmd.Context(), g, o, args[0], args[1])
 		},
 	}
 	f := cmd.Flags()
@@ -76,7 +80,7 @@ func buildPolicy(name string, allowlist []string) (pullmanager.ImagePullPolicyEn
 	return p, nil
 }
 
-func runExplain(g *globalOptions, o *explainOptions, image, imageRef string) error {
+func runExplain(ctx context.Context, g *globalOptions, o *explainOptions, image, imageRef string) error {
 	pod, err := o.pod()
 	if err != nil {
 		return err
@@ -90,12 +94,17 @@ func runExplain(g *globalOptions, o *explainOptions, image, imageRef string) err
 		return err
 	}
 	defer store.Close()
-	e := explain.Explain(store, explain.Options{
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	e, err := explain.Explain(klog.NewContext(ctx, g.logger()), store, explain.Options{
 		Policy:           policy,
 		PolicyName:       o.policy,
-		Normalize:        pullmanager.NormalizeImageName,
 		ProtectPreloaded: o.protect,
 	}, image, imageRef, pod)
+	if err != nil {
+		return err
+	}
 	return g.emit(e, func(w io.Writer) error {
 		printExplanation(w, e)
 		return nil

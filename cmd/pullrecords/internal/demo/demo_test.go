@@ -91,12 +91,43 @@ func BenchmarkRun(b *testing.B) {
 	}
 }
 
-// TestDisagreementIsReported gives the explanation another policy than the
-// manager and checks the player stops with ErrDisagree.
-func TestDisagreementIsReported(t *testing.T) {
+// TestAgree checks the run-time comparison of the manager's explanation
+// with its check: every difference is reported as ErrDisagree.
+func TestAgree(t *testing.T) {
+	pod := Pod{Name: "team-b/sidecar"}
+	e := pullmanager.Explanation{Image: imgPause, MustPull: true, Step: pullmanager.StepNoMatch, Rule: "no matching credentials",
+		CredentialsLookedUp: true}
+	wouldRecord := e
+	wouldRecord.MustPull, wouldRecord.WouldRecord = false, &pullmanager.SecretRef{UID: "u", Namespace: "n", Name: "s"}
+	for _, tc := range []struct {
+		name                string
+		e                   pullmanager.Explanation
+		must, called, wrote bool
+		wantErr             bool
+	}{
+		{name: "agree", e: e, must: true, called: true},
+		{name: "agree, with a write", e: wouldRecord, must: false, called: true, wrote: true},
+		{name: "answer differs", e: e, must: false, called: true, wantErr: true},
+		{name: "credential lookup differs", e: e, must: true, called: false, wantErr: true},
+		{name: "check wrote, explanation says no", e: e, must: true, called: true, wrote: true, wantErr: true},
+		{name: "explanation says it would write, check did not", e: wouldRecord, must: false, called: true, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := agree(pod, tc.e, tc.must, tc.called, tc.wrote)
+			if tc.wantErr != errors.Is(err, ErrDisagree) || (!tc.wantErr && err != nil) {
+				t.Errorf("agree = %v, want ErrDisagree: %t", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestDecideExplains plays the first decisions of the scenario through the
+// player and checks each event carries the explanation's step and rule.
+func TestDecideExplains(t *testing.T) {
+	var events []Event
 	p := &player{
 		ctx:        context.Background(),
-		cfg:        Config{KubeletDir: t.TempDir(), Logger: klog.Background(), NoSync: true, OnEvent: func(Event) {}},
+		cfg:        Config{KubeletDir: t.TempDir(), Logger: klog.Background(), NoSync: true, OnEvent: func(e Event) { events = append(events, e) }},
 		clock:      clocktesting.NewFakeClock(startTime),
 		rt:         newFakeRuntime(),
 		policyName: policyDefault,
@@ -106,13 +137,29 @@ func TestDisagreementIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.shutdown()
-	always, err := pullmanager.NewImagePullCredentialVerificationPolicy(policyAlways, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.policy = always // the manager keeps the default policy
+	p.start(withSecrets("team-a/api-0", secretA), imgTeamA)
+	p.start(withSecrets("team-a/api-3", secretAMirror), imgTeamA) // hash differs, coordinates differ: must pull
+	p.start(withSecrets("team-a/api-2", secretARot), imgTeamA)    // rotation: written at check
 	p.start(Pod{Name: "team-b/sidecar"}, imgPause)
-	if !errors.Is(p.err, ErrDisagree) {
-		t.Fatalf("err = %v, want ErrDisagree", p.err)
+	if p.err != nil {
+		t.Fatal(p.err)
+	}
+	type decision struct {
+		Decision, Result string
+		Step             int
+		Rule             string
+	}
+	var got []decision
+	for _, e := range events {
+		got = append(got, decision{e.Decision, e.Result, e.Step, e.Rule})
+	}
+	want := []decision{
+		{"not present", "", 0, ""},
+		{"must pull", pullmanager.ResultMustAuthenticate, pullmanager.StepNoMatch, "no matching credentials"},
+		{"may use", pullmanager.ResultCredentialRecordFound, pullmanager.StepSecretMatch, "same secret coordinates, rotated credential"},
+		{"may use", pullmanager.ResultCredentialPolicyAllowed, pullmanager.StepPolicy, "policy NeverVerifyPreloadedImages exempts the image"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("decisions -want +got:\n%s", diff)
 	}
 }

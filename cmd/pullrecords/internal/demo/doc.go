@@ -8,10 +8,11 @@
 //     kubelet directory it is given.
 //   - It is deterministic: record times come from a fake clock and image IDs
 //     are hashes of fixed strings; only paths and the elapsed time vary.
-//   - Every decision is made by the real manager and explained by the
-//     read-only explain package; Run fails with ErrDisagree if the two ever
-//     give different answers, or if the manager looks up a pod's credentials
-//     when the explanation says it would not (or the other way round).
+//   - Every decision is made by the real manager's check and explained by
+//     the manager's ExplainImagePull (the same decision code, run without
+//     writing) just before; Run fails with ErrDisagree if the explanation
+//     and the check ever differ on the answer, on whether the pod's
+//     credentials are looked up, or on whether the record is written.
 //
 // Non-guarantees: the fake registry's authorisation is a toy (a repository
 // accepts a fixed set of credential hashes and service accounts); the fake

@@ -3,9 +3,9 @@ package demo
 import "errors"
 
 var (
-	// ErrDisagree is returned when the explanation and the manager's answer
-	// differ. It means a bug in one of them.
-	ErrDisagree = errors.New("explanation disagrees with the pull manager")
+	// ErrDisagree is returned when the manager's explanation and its check
+	// differ. It means a bug in the manager's dry-run path.
+	ErrDisagree = errors.New("the pull manager's explanation disagrees with its check")
 	// ErrPullDenied is returned by the fake registry when no credential the
 	// pod presents may pull the image.
 	ErrPullDenied = errors.New("pull access denied")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"time"
 
@@ -13,7 +14,6 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/pullrecords/pullrecords/accessor"
-	"github.com/pullrecords/pullrecords/cmd/pullrecords/internal/explain"
 	"github.com/pullrecords/pullrecords/fsstore"
 	"github.com/pullrecords/pullrecords/memstore"
 	"github.com/pullrecords/pullrecords/pullmanager"
@@ -42,7 +42,6 @@ type player struct {
 	store      *fsstore.Store
 	cache      *memstore.Cache
 	mgr        *pullmanager.PullManager
-	policy     pullmanager.ImagePullPolicyEnforcer
 	policyName string
 	allowlist  []string
 	protect    bool
@@ -126,7 +125,7 @@ func (p *player) newManager() error {
 	if err != nil {
 		return err
 	}
-	p.mgr, p.policy = mgr, policy
+	p.mgr = mgr
 	return nil
 }
 
@@ -154,29 +153,51 @@ func (p *player) getCredentials(pod Pod, called *bool) pullmanager.GetPodCredent
 	}
 }
 
-// decide asks the manager and the explanation, and checks they agree.
-func (p *player) decide(pod Pod, image, imageRef string) (explain.Explanation, error) {
-	e := explain.Explain(p.cache, explain.Options{
-		Policy:           p.policy,
-		PolicyName:       p.policyName,
-		Normalize:        pullmanager.NormalizeImageName,
-		ProtectPreloaded: p.protect,
-	}, image, imageRef, explain.Pod{Secrets: pod.Secrets, ServiceAccount: pod.ServiceAccount})
-	var called bool
+// decide asks the manager to explain its answer (a dry run), then makes the
+// check the demo acts on, and checks the two agree: it guards the dry-run
+// path at every decision.
+func (p *player) decide(pod Pod, image, imageRef string) (pullmanager.Explanation, error) {
 	ctx := klog.NewContext(p.ctx, p.logger())
+	var explained, called bool
+	before, err := p.readRecord(imageRef)
+	if err != nil {
+		return pullmanager.Explanation{}, err
+	}
+	e := p.mgr.ExplainImagePull(ctx, image, imageRef, p.getCredentials(pod, &explained))
 	must, err := p.mgr.MustAttemptImagePull(ctx, image, imageRef, p.getCredentials(pod, &called))
 	if err != nil {
 		return e, fmt.Errorf("pod %s, image %s: %w", pod.Name, image, err)
 	}
+	after, err := p.readRecord(imageRef)
+	if err != nil {
+		return e, err
+	}
+	return e, agree(pod, e, must, called, !reflect.DeepEqual(before, after))
+}
+
+// readRecord returns a copy of the record of imageRef, nil if none.
+func (p *player) readRecord(imageRef string) (*accessor.ImagePulledRecord, error) {
+	rec, _, err := p.cache.GetImagePulledRecord(imageRef)
+	return rec, err
+}
+
+// agree checks the explanation e against the check: its answer must,
+// whether it looked up the pod's credentials, and whether it wrote the
+// record.
+func agree(pod Pod, e pullmanager.Explanation, must, called, wrote bool) error {
 	if must != e.MustPull {
-		return e, fmt.Errorf("%w: pod %s, image %s: manager says mustPull=%t, explanation says %t at step %d (%s)",
-			ErrDisagree, pod.Name, image, must, e.MustPull, e.DecidedAt, e.Rule)
+		return fmt.Errorf("%w: pod %s, image %s: the check says mustPull=%t, the explanation says %t at step %d (%s)",
+			ErrDisagree, pod.Name, e.Image, must, e.MustPull, e.Step, e.Rule)
 	}
 	if called != e.CredentialsLookedUp {
-		return e, fmt.Errorf("%w: pod %s, image %s: manager looked up credentials: %t, explanation: %t",
-			ErrDisagree, pod.Name, image, called, e.CredentialsLookedUp)
+		return fmt.Errorf("%w: pod %s, image %s: the check looked up credentials: %t, the explanation: %t",
+			ErrDisagree, pod.Name, e.Image, called, e.CredentialsLookedUp)
 	}
-	return e, nil
+	if wrote != (e.WouldRecord != nil) {
+		return fmt.Errorf("%w: pod %s, image %s: the check wrote the record: %t, the explanation says it would: %t",
+			ErrDisagree, pod.Name, e.Image, wrote, e.WouldRecord != nil)
+	}
+	return nil
 }
 
 // start is a pod asking for image: the check, then a pull if needed.
@@ -195,7 +216,7 @@ func (p *player) start(pod Pod, image string) {
 			return
 		}
 		p.sum.Decisions++
-		ev.Decision, ev.Result, ev.Step, ev.Rule = "may use", e.Result, e.DecidedAt, e.Rule
+		ev.Decision, ev.Result, ev.Step, ev.Rule = "may use", e.Result, e.Step, e.Rule
 		if e.MustPull {
 			ev.Decision = "must pull"
 			p.sum.MustPull++

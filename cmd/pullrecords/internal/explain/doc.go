@@ -1,20 +1,18 @@
-// Package explain tells why the pull manager would answer MustAttemptImagePull
-// the way it does, step by step, by reading the records without writing.
-//
-// It mirrors the numbered decision order of the kubelet's pull manager
-// (KEP-2535): image presence, the record and intent lookup, the policy, the
-// credential mapping, node-wide access, the lazy pod credential lookup, secret
-// hash and coordinate matching, and the service account match.
+// Package explain is the pullrecords command's view of the pull manager's
+// explanation of MustAttemptImagePull: it builds a manager over a store
+// (possibly read-only) with the policy and options from flags, asks
+// pullmanager's ExplainImagePull, and turns the answer into the JSON and
+// table shape the command prints. It also parses the credential flags and
+// redacts credential hashes for display.
 //
 // Guarantees:
-//   - Explain never writes: it only calls the read methods of the store.
-//   - Where the manager would write during a check (a new secret coordinate
-//     with a known-good hash, or a rotated hash for known coordinates), the
-//     explanation says so in WouldRecord instead of writing.
-//   - A credential hash never appears in an explanation's text.
+//   - The decision is the manager's own: this package holds no decision
+//     logic, so an explanation cannot drift from the check.
+//   - Explain never writes: the manager is built without an image lister
+//     (no start-up recovery) and explains in its dry-run mode; where a check
+//     would update a record, WouldRecord says so.
+//   - A credential hash never appears in an explanation.
 //
-// Non-guarantees: Explain is a model of the decision, not the decision. The
-// demo command checks at run time that both agree; a read-only explanation
-// cannot see the manager's in-memory count of in-flight pulls unless the
-// caller passes it with Options.InFlight.
+// Non-guarantees: a manager built here has no in-flight pulls, so a pull in
+// progress in a running kubelet is seen only through its stored intent.
 package explain

@@ -1,6 +1,7 @@
 package explain_test
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 )
 
 // A pod of another namespace asks for an image team-a pulled with its
-// secret: it must pull, and the explanation names the step.
+// secret: it must pull, and the manager's explanation names the step.
 func ExampleExplain() {
 	store := memstore.New()
 	err := store.WriteImagePulledRecord(klog.Background(), &accessor.ImagePulledRecord{
@@ -33,8 +34,11 @@ func ExampleExplain() {
 		panic(err)
 	}
 	pod := explain.Pod{Secrets: []accessor.ImagePullSecret{{UID: "uid-b", Namespace: "team-b", Name: "regcred", CredentialHash: "h2"}}}
-	e := explain.Explain(store, explain.Options{Policy: policy, Normalize: pullmanager.NormalizeImageName},
+	e, err := explain.Explain(context.Background(), store, explain.Options{Policy: policy, PolicyName: "NeverVerifyPreloadedImages"},
 		"registry.example.com/team-a/api:1.4", "sha256:a1", pod)
+	if err != nil {
+		panic(err)
+	}
 	fmt.Printf("must pull: %t (%s), step %d: %s\n", e.MustPull, e.Result, e.DecidedAt, e.Rule)
 	for _, s := range e.Steps {
 		fmt.Printf("%2d %s\n", s.Number, s.Check)

@@ -1,24 +1,21 @@
 package explain
 
 import (
-	"fmt"
+	"context"
 
 	"github.com/pullrecords/pullrecords/accessor"
 	"github.com/pullrecords/pullrecords/pullmanager"
 )
 
-// Result labels, the same words as the manager's mustpull_checks metric.
+// Result labels: the manager's mustpull_checks metric labels, plus
+// ResultNotPresent for an image that is not on the node (no check counted).
 const (
 	ResultNotPresent       = "imageNotPresent"
-	ResultPolicyAllowed    = "credentialPolicyAllowed"
-	ResultRecordFound      = "credentialRecordFound"
-	ResultMustAuthenticate = "mustAuthenticate"
-	ResultError            = "error"
+	ResultPolicyAllowed    = pullmanager.ResultCredentialPolicyAllowed
+	ResultRecordFound      = pullmanager.ResultCredentialRecordFound
+	ResultMustAuthenticate = pullmanager.ResultMustAuthenticate
+	ResultError            = pullmanager.ResultError
 )
-
-// secretWriteLimit is the number of cached secrets per image name at or above
-// which a check no longer adds secrets to a record.
-const secretWriteLimit = 100
 
 // Pod holds the credentials a pod presents.
 type Pod struct {
@@ -26,22 +23,22 @@ type Pod struct {
 	ServiceAccount *accessor.ImagePullServiceAccount
 }
 
-// Options say which policy and helpers to explain with.
+// credentials returns the pod's credentials as the manager asks for them.
+func (p Pod) credentials() pullmanager.GetPodCredentials {
+	return func() ([]accessor.ImagePullSecret, *accessor.ImagePullServiceAccount, error) {
+		return p.Secrets, p.ServiceAccount, nil
+	}
+}
+
+// Options say which policy and manager options to explain with.
 type Options struct {
 	// Policy is the credential verification policy. Required.
 	Policy pullmanager.ImagePullPolicyEnforcer
 	// PolicyName is shown in the explanation.
 	PolicyName string
-	// Normalize turns a pod image string into the credential mapping key.
-	// Required.
-	Normalize func(image string) (string, error)
-	// ProtectPreloaded mirrors pullmanager.WithPreloadedImageProtection
-	// (the fix for kubernetes#138175): a record counts as "pulled by the
-	// kubelet" only if it maps credentials for the image's normalised name.
+	// ProtectPreloaded is pullmanager.WithPreloadedImageProtection (the fix
+	// for kubernetes#138175).
 	ProtectPreloaded bool
-	// InFlight reports the manager's in-memory count of in-flight pulls of
-	// image is above zero. Nil means no manager process is known (zero).
-	InFlight func(image string) bool
 }
 
 // Step is one step of the decision.
@@ -54,7 +51,8 @@ type Step struct {
 	Finding string `json:"finding"`
 }
 
-// Explanation is the decision and how it was reached.
+// Explanation is the decision and how it was reached, as the command prints
+// it.
 type Explanation struct {
 	Image    string `json:"image"`
 	ImageRef string `json:"imageRef"`
@@ -62,7 +60,7 @@ type Explanation struct {
 	// MustPull is the answer: true means the pod must prove its credentials
 	// to the registry.
 	MustPull bool `json:"mustPull"`
-	// Result is the metric label of the answer.
+	// Result is the metric label of the answer, or ResultNotPresent.
 	Result string `json:"result"`
 	// DecidedAt is the number of the step that answered.
 	DecidedAt int `json:"decidedAt"`
@@ -78,202 +76,9 @@ type Explanation struct {
 	WouldRecord *SecretRef `json:"wouldRecord,omitempty"`
 	// Steps are the steps taken, in order.
 	Steps []Step `json:"steps"`
-	// Err is the store error that forced a fail-safe answer, if any.
+	// Err is the error that forced a fail-safe answer (a record that cannot
+	// be read, an image name that does not parse), if any.
 	Err string `json:"error,omitempty"`
-}
-
-type builder struct {
-	e Explanation
-}
-
-func (b *builder) step(n int, check, format string, args ...any) {
-	b.e.Steps = append(b.e.Steps, Step{Number: n, Check: check, Finding: fmt.Sprintf(format, args...)})
-}
-
-func (b *builder) decide(n int, mustPull bool, result, rule string) Explanation {
-	b.e.DecidedAt = n
-	b.e.MustPull = mustPull
-	b.e.Result = result
-	b.e.Rule = rule
-	return b.e
-}
-
-// Explain explains MustAttemptImagePull(image, imageRef) for a pod with the
-// given credentials, reading records only.
-func Explain(records accessor.PullRecordsAccessor, opts Options, image, imageRef string, pod Pod) Explanation {
-	b := &builder{e: Explanation{Image: image, ImageRef: imageRef, Policy: opts.PolicyName}}
-
-	// 1: presence.
-	if imageRef == "" {
-		b.step(1, "image present on the node", "no: there is nothing to reuse")
-		return b.decide(1, true, ResultNotPresent, "image not present")
-	}
-	b.step(1, "image present on the node", "yes, as %s", imageRef)
-
-	// 3: record and intent lookup.
-	rec, exists, err := records.GetImagePulledRecord(imageRef)
-	if err != nil {
-		b.e.Err = err.Error()
-		b.step(3, "pulled record for the imageRef", "cannot be read: %v", err)
-		b.step(4, "fail safe", "a record that cannot be read never grants access")
-		return b.decide(4, true, ResultError, "record unreadable: fail safe")
-	}
-	countsAsPulled := exists
-	if exists && opts.ProtectPreloaded {
-		if name, err := opts.Normalize(image); err == nil {
-			_, countsAsPulled = rec.CredentialMapping[name]
-		}
-	}
-	switch {
-	case countsAsPulled:
-		b.e.PulledByKubelet = true
-		b.step(3, "pulled record for the imageRef", "found (last updated %s): pulled by the kubelet",
-			rec.LastUpdatedTime.UTC().Format("2006-01-02T15:04:05Z"))
-	case opts.InFlight != nil && opts.InFlight(image):
-		b.e.PulledByKubelet = true
-		b.step(3, "pulled record for the imageRef", "%s, but a pull of %q is in flight in this process: pulled by the kubelet", recordFinding(exists), image)
-	default:
-		intent, err := records.ImagePullIntentExists(image)
-		if err != nil {
-			b.e.Err = err.Error()
-			b.step(3, "pull intent for the image string", "cannot be read: %v", err)
-			b.step(4, "fail safe", "an intent that cannot be read never grants access")
-			return b.decide(4, true, ResultError, "intent unreadable: fail safe")
-		}
-		if intent {
-			b.e.PulledByKubelet = true
-			b.step(3, "pulled record for the imageRef", "%s, but a pull intent for %q is on record (a pull that never finished): pulled by the kubelet", recordFinding(exists), image)
-		} else {
-			b.step(3, "pulled record for the imageRef", "%s, and no pull intent for %q: not pulled by the kubelet (preloaded)", recordFinding(exists), image)
-		}
-	}
-
-	// 5: policy.
-	if !opts.Policy.RequireCredentialVerificationForImage(image, b.e.PulledByKubelet) {
-		b.step(5, "credential verification policy", "%s does not require verification here", policyName(opts))
-		return b.decide(5, false, ResultPolicyAllowed, "policy "+policyName(opts)+" exempts the image")
-	}
-	b.step(5, "credential verification policy", "%s requires verification", policyName(opts))
-
-	// 6: a record is needed from here on.
-	if !exists {
-		b.step(6, "pulled record exists", "no: nothing proves any credentials")
-		return b.decide(6, true, ResultMustAuthenticate, "no pulled record")
-	}
-	b.step(6, "pulled record exists", "yes")
-
-	// 7: mapping key.
-	name, err := opts.Normalize(image)
-	if err != nil {
-		b.e.Err = err.Error()
-		b.step(7, "normalised image name", "cannot parse %q: %v", image, err)
-		return b.decide(7, true, ResultError, "image name does not parse: fail safe")
-	}
-	b.step(7, "normalised image name", "%s", name)
-
-	// 8: mapping entry.
-	entry, ok := rec.CredentialMapping[name]
-	if !ok {
-		if len(rec.CredentialMapping) == 0 {
-			b.step(8, "credentials recorded for "+name, "none: the record is tracked without credentials, re-verify")
-		} else {
-			b.step(8, "credentials recorded for "+name, "none: the content was pulled only under other names (%d)", len(rec.CredentialMapping))
-		}
-		return b.decide(8, true, ResultMustAuthenticate, "no credentials recorded for this name")
-	}
-	b.step(8, "credentials recorded for "+name, "%d secret(s), %d service account(s), node-wide %t",
-		len(entry.KubernetesSecrets), len(entry.KubernetesServiceAccounts), entry.NodePodsAccessible)
-
-	// 9: node-wide.
-	if entry.NodePodsAccessible {
-		b.step(9, "node-wide access", "yes: pulled anonymously or with node credentials, every pod may use it")
-		return b.decide(9, false, ResultRecordFound, "node-wide access (anonymous or node credentials)")
-	}
-
-	// 10: anything to match against?
-	if len(entry.KubernetesSecrets) == 0 && len(entry.KubernetesServiceAccounts) == 0 {
-		b.step(10, "recorded secrets or service accounts", "none")
-		return b.decide(10, true, ResultMustAuthenticate, "nothing recorded to match")
-	}
-
-	// 11: lazy credential lookup.
-	b.e.CredentialsLookedUp = true
-	b.step(11, "pod credentials (looked up only now)", "%d secret(s), service account %s", len(pod.Secrets), saString(pod.ServiceAccount))
-
-	// 12: secrets.
-	cached := entry.KubernetesSecrets
-	for _, ps := range pod.Secrets {
-		for _, cs := range cached {
-			hashesMatch := cs.CredentialHash != "" && cs.CredentialHash == ps.CredentialHash
-			coordsMatch := cs.UID == ps.UID && cs.Namespace == ps.Namespace && cs.Name == ps.Name
-			if hashesMatch {
-				if !coordsMatch && len(cached) < secretWriteLimit {
-					b.e.WouldRecord = redacted(ps)
-					b.step(12, "pod secrets against recorded secrets",
-						"secret %s holds the same credential as recorded secret %s: accepted, the manager records %s too",
-						secretString(ps), secretString(cs), secretString(ps))
-					return b.decide(12, false, ResultRecordFound, "same credential under other secret coordinates")
-				}
-				b.step(12, "pod secrets against recorded secrets", "secret %s holds a recorded credential hash", secretString(ps))
-				return b.decide(12, false, ResultRecordFound, "matching secret and credential hash")
-			}
-			if coordsMatch {
-				if len(cached) < secretWriteLimit {
-					if ps.CredentialHash == cs.CredentialHash {
-						b.step(12, "pod secrets against recorded secrets",
-							"secret %s matches recorded coordinates (both hashes empty)", secretString(ps))
-						return b.decide(12, false, ResultRecordFound, "same secret coordinates, empty hashes")
-					}
-					b.step(12, "pod secrets against recorded secrets",
-						"secret %s matches recorded coordinates with a new credential hash (rotated): trusted, the manager stores the new hash",
-						secretString(ps))
-					b.e.WouldRecord = redacted(ps)
-					return b.decide(12, false, ResultRecordFound, "same secret coordinates, rotated credential")
-				}
-				b.step(12, "pod secrets against recorded secrets",
-					"secret %s matches recorded coordinates, but %d secrets are recorded (limit %d): not trusted without a hash match",
-					secretString(ps), len(cached), secretWriteLimit)
-			}
-		}
-	}
-	if len(pod.Secrets) == 0 {
-		b.step(12, "pod secrets against recorded secrets", "the pod has no pull secrets")
-	} else {
-		b.step(12, "pod secrets against recorded secrets", "no pod secret matches a recorded secret or its credential")
-	}
-
-	// 13: service account.
-	if sa := pod.ServiceAccount; sa != nil {
-		for _, rs := range entry.KubernetesServiceAccounts {
-			if rs == *sa {
-				b.step(13, "pod service account against recorded ones", "%s was recorded", saString(sa))
-				return b.decide(13, false, ResultRecordFound, "matching service account")
-			}
-		}
-		b.step(13, "pod service account against recorded ones", "%s was not recorded", saString(sa))
-	} else {
-		b.step(13, "pod service account against recorded ones", "the pod uses no service account credentials")
-	}
-
-	// 14: nothing matched.
-	b.step(14, "result", "no recorded credential matches the pod's")
-	return b.decide(14, true, ResultMustAuthenticate, "no matching credentials")
-}
-
-// recordFinding describes a record that does not count as "pulled by the
-// kubelet".
-func recordFinding(exists bool) string {
-	if exists {
-		return "found, but with no credentials for this image name (preloaded image protection)"
-	}
-	return "none"
-}
-
-func policyName(o Options) string {
-	if o.PolicyName == "" {
-		return "the policy"
-	}
-	return o.PolicyName
 }
 
 // SecretRef names a secret without its credential hash.
@@ -283,29 +88,48 @@ type SecretRef struct {
 	Name      string `json:"name"`
 }
 
-func redacted(s accessor.ImagePullSecret) *SecretRef {
-	return &SecretRef{UID: s.UID, Namespace: s.Namespace, Name: s.Name}
+// Explain explains MustAttemptImagePull(image, imageRef) for a pod with the
+// given credentials. It builds a pull manager over records with opts and no
+// image lister (so no start-up recovery and no write: records may be a
+// read-only store) and asks it. ctx carries the logger. The only error is a
+// missing policy or store.
+func Explain(ctx context.Context, records accessor.PullRecordsAccessor, opts Options, image, imageRef string, pod Pod) (Explanation, error) {
+	m, err := pullmanager.NewImagePullManager(ctx, records, opts.Policy, nil,
+		pullmanager.WithPreloadedImageProtection(opts.ProtectPreloaded))
+	if err != nil {
+		return Explanation{}, err
+	}
+	return FromManager(m.ExplainImagePull(ctx, image, imageRef, pod.credentials()), opts.PolicyName), nil
 }
 
-// RedactHash returns a form of a credential hash that tells two hashes apart
-// without disclosing them.
-func RedactHash(h string) string {
-	if h == "" {
-		return ""
+// FromManager turns the manager's explanation into the command's form.
+func FromManager(e pullmanager.Explanation, policyName string) Explanation {
+	out := Explanation{
+		Image:               e.Image,
+		ImageRef:            e.ImageRef,
+		Policy:              policyName,
+		MustPull:            e.MustPull,
+		Result:              e.Result,
+		DecidedAt:           e.Step,
+		Rule:                e.Rule,
+		PulledByKubelet:     e.PulledByKubelet,
+		CredentialsLookedUp: e.CredentialsLookedUp,
+		Steps:               make([]Step, 0, len(e.Steps)),
 	}
-	if len(h) > 8 {
-		return h[:8] + "…"
+	if e.Step == pullmanager.StepImageNotPresent {
+		out.Result = ResultNotPresent
 	}
-	return "…"
-}
-
-func secretString(s accessor.ImagePullSecret) string {
-	return s.Namespace + "/" + s.Name + " (uid " + s.UID + ")"
-}
-
-func saString(sa *accessor.ImagePullServiceAccount) string {
-	if sa == nil {
-		return "none"
+	if r := e.WouldRecord; r != nil {
+		out.WouldRecord = &SecretRef{UID: r.UID, Namespace: r.Namespace, Name: r.Name}
 	}
-	return sa.Namespace + "/" + sa.Name + " (uid " + sa.UID + ")"
+	for _, s := range e.Steps {
+		out.Steps = append(out.Steps, Step{Number: s.Number, Check: s.Check, Finding: s.Finding})
+	}
+	switch {
+	case e.FailSafeErr != nil:
+		out.Err = e.FailSafeErr.Error()
+	case e.Err != nil:
+		out.Err = e.Err.Error()
+	}
+	return out
 }

@@ -2,8 +2,10 @@ package explain
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,68 +146,71 @@ func cases() []testCase {
 	}
 }
 
-// TestExplainAgreesWithManager runs every case through Explain and through
-// the real pull manager on identical stores, and checks both the expected
-// step and that the two agree on the answer, on whether the pod's
-// credentials were needed, and on whether the check wrote the record.
-func TestExplainAgreesWithManager(t *testing.T) {
-	ctx := klog.NewContext(context.Background(), klog.Background())
+// TestExplain runs every case through the adapter over a memstore and
+// checks the answer, the deciding step, the result label, the credential
+// lookup and the would-record flag, and that nothing was written.
+func TestExplain(t *testing.T) {
 	for _, tc := range cases() {
 		t.Run(tc.name, func(t *testing.T) {
-			policyName := tc.policy
-			if policyName == "" {
-				policyName = pullmanager.NeverVerifyPreloadedImages
-			}
-			policy, err := pullmanager.NewImagePullCredentialVerificationPolicy(policyName, tc.allowlist)
-			if err != nil {
-				t.Fatal(err)
-			}
 			store := fixture(t)
-			before, _, _ := store.GetImagePulledRecord(tc.imageRef)
-
-			e := Explain(store, Options{Policy: policy, PolicyName: string(policyName),
-				Normalize: pullmanager.NormalizeImageName, ProtectPreloaded: tc.protect}, tc.image, tc.imageRef, tc.pod)
+			before := contents(t, store)
+			e := explainCase(t, store, tc)
 			got := []any{e.MustPull, e.DecidedAt, e.Result, e.CredentialsLookedUp, e.WouldRecord != nil}
 			want := []any{tc.wantPull, tc.wantStep, tc.wantRes, tc.wantCreds, tc.wantWrite}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("explanation (mustPull, step, result, credentials, write) -want +got:\n%s\nsteps: %+v", diff, e.Steps)
 			}
-			afterExplain, _, _ := store.GetImagePulledRecord(tc.imageRef)
-			if diff := cmp.Diff(before, afterExplain); diff != "" {
+			if diff := cmp.Diff(before, contents(t, store)); diff != "" {
 				t.Errorf("Explain wrote to the store:\n%s", diff)
 			}
-
-			m, err := pullmanager.NewImagePullManager(ctx, store, policy, nil, pullmanager.WithPreloadedImageProtection(tc.protect))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var called bool
-			must, err := m.MustAttemptImagePull(ctx, tc.image, tc.imageRef, func() ([]accessor.ImagePullSecret, *accessor.ImagePullServiceAccount, error) {
-				called = true
-				return tc.pod.Secrets, tc.pod.ServiceAccount, nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			after, _, _ := store.GetImagePulledRecord(tc.imageRef)
-			wrote := !cmp.Equal(before, after)
-			if diff := cmp.Diff([]any{e.MustPull, e.CredentialsLookedUp, e.WouldRecord != nil}, []any{must, called, wrote}); diff != "" {
-				t.Errorf("manager (mustPull, credentials, wrote) differs from the explanation -explain +manager:\n%s", diff)
+			if e.Policy != policyOf(tc) || e.Image != tc.image || e.ImageRef != tc.imageRef {
+				t.Errorf("header: policy %q image %q imageRef %q", e.Policy, e.Image, e.ImageRef)
 			}
 		})
 	}
 }
 
-// TestExplainStepsAreOrdered checks the steps are listed in increasing
-// order and end with the deciding step.
-func TestExplainStepsAreOrdered(t *testing.T) {
-	policy, err := pullmanager.NewImagePullCredentialVerificationPolicy(pullmanager.NeverVerifyPreloadedImages, nil)
+func policyOf(tc testCase) string {
+	if tc.policy == "" {
+		return string(pullmanager.NeverVerifyPreloadedImages)
+	}
+	return string(tc.policy)
+}
+
+func explainCase(t *testing.T, store accessor.PullRecordsAccessor, tc testCase) Explanation {
+	t.Helper()
+	policy, err := pullmanager.NewImagePullCredentialVerificationPolicy(pullmanager.VerificationPolicy(policyOf(tc)), tc.allowlist)
 	if err != nil {
 		t.Fatal(err)
 	}
+	e, err := Explain(context.Background(), store, Options{Policy: policy, PolicyName: policyOf(tc), ProtectPreloaded: tc.protect},
+		tc.image, tc.imageRef, tc.pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// contents returns every intent and record in store.
+func contents(t *testing.T, store accessor.PullRecordsAccessor) []any {
+	t.Helper()
+	intents, err := store.ListImagePullIntents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	records, err := store.ListImagePulledRecords()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []any{intents, records}
+}
+
+// TestExplainStepsAreOrdered checks the steps are listed in increasing
+// order and end with the deciding step.
+func TestExplainStepsAreOrdered(t *testing.T) {
 	for _, tc := range cases() {
 		t.Run(tc.name, func(t *testing.T) {
-			e := Explain(fixture(t), Options{Policy: policy, Normalize: pullmanager.NormalizeImageName}, tc.image, tc.imageRef, tc.pod)
+			e := explainCase(t, fixture(t), tc)
 			if len(e.Steps) == 0 {
 				t.Fatal("no steps")
 			}
@@ -221,7 +226,8 @@ func TestExplainStepsAreOrdered(t *testing.T) {
 	}
 }
 
-// failingStore fails every read.
+// failingStore fails every record read. It embeds the interface only, so
+// the manager cannot peek past it.
 type failingStore struct{ accessor.PullRecordsAccessor }
 
 var errDisk = errors.New("disk on fire")
@@ -229,8 +235,6 @@ var errDisk = errors.New("disk on fire")
 func (failingStore) GetImagePulledRecord(string) (*accessor.ImagePulledRecord, bool, error) {
 	return nil, true, &accessor.CorruptRecordError{Path: "x", Err: errDisk}
 }
-
-func (failingStore) ImagePullIntentExists(string) (bool, error) { return false, errDisk }
 
 // intentFailingStore has no records and fails intent reads.
 type intentFailingStore struct{ *memstore.Store }
@@ -242,30 +246,89 @@ func TestExplainFailsSafe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := Options{Policy: policy, Normalize: pullmanager.NormalizeImageName}
 	for name, store := range map[string]accessor.PullRecordsAccessor{
-		"record": failingStore{},
+		"record": failingStore{memstore.New()},
 		"intent": intentFailingStore{memstore.New()},
 	} {
 		t.Run(name, func(t *testing.T) {
-			e := Explain(store, opts, imgA, "ref", Pod{})
-			got := []any{e.MustPull, e.DecidedAt, e.Result, e.Err != ""}
+			e, err := Explain(context.Background(), store, Options{Policy: policy}, imgA, "ref", Pod{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := []any{e.MustPull, e.DecidedAt, e.Result, strings.Contains(e.Err, errDisk.Error())}
 			if diff := cmp.Diff([]any{true, 4, ResultError, true}, got); diff != "" {
-				t.Errorf("(mustPull, step, result, has error) -want +got:\n%s", diff)
+				t.Errorf("(mustPull, step, result, error shown) -want +got:\n%s", diff)
 			}
 		})
 	}
 }
 
-func TestInFlight(t *testing.T) {
-	policy, err := pullmanager.NewImagePullCredentialVerificationPolicy(pullmanager.NeverVerifyPreloadedImages, nil)
+func TestExplainNeedsPolicy(t *testing.T) {
+	_, err := Explain(context.Background(), memstore.New(), Options{}, imgA, "ref", Pod{})
+	if !errors.Is(err, pullmanager.ErrMissingDependency) {
+		t.Errorf("error = %v, want ErrMissingDependency", err)
+	}
+}
+
+// TestFromManager checks the conversion field by field.
+func TestFromManager(t *testing.T) {
+	steps := []pullmanager.ExplainStep{{Number: 1, Check: "c1", Finding: "f1"}, {Number: 12, Check: "c12", Finding: "f12"}}
+	for _, tc := range []struct {
+		name string
+		in   pullmanager.Explanation
+		want Explanation
+	}{
+		{name: "not present",
+			in:   pullmanager.Explanation{Image: "i", MustPull: true, Step: 1, Rule: "image not present", Steps: steps[:1]},
+			want: Explanation{Image: "i", Policy: "P", MustPull: true, Result: ResultNotPresent, DecidedAt: 1, Rule: "image not present", Steps: []Step{{1, "c1", "f1"}}}},
+		{name: "would record",
+			in: pullmanager.Explanation{Image: "i", ImageRef: "r", Result: ResultRecordFound, Step: 12, Rule: "x", PulledByKubelet: true,
+				CredentialsLookedUp: true, WouldRecord: &pullmanager.SecretRef{UID: "u", Namespace: "n", Name: "s"}, Steps: steps},
+			want: Explanation{Image: "i", ImageRef: "r", Policy: "P", Result: ResultRecordFound, DecidedAt: 12, Rule: "x", PulledByKubelet: true,
+				CredentialsLookedUp: true, WouldRecord: &SecretRef{UID: "u", Namespace: "n", Name: "s"}, Steps: []Step{{1, "c1", "f1"}, {12, "c12", "f12"}}}},
+		{name: "fail-safe error",
+			in:   pullmanager.Explanation{MustPull: true, Result: ResultError, Step: 4, FailSafeErr: errDisk},
+			want: Explanation{Policy: "P", MustPull: true, Result: ResultError, DecidedAt: 4, Err: "disk on fire", Steps: []Step{}}},
+		{name: "credentials error",
+			in:   pullmanager.Explanation{MustPull: true, Result: ResultError, Step: 11, Err: errDisk},
+			want: Explanation{Policy: "P", MustPull: true, Result: ResultError, DecidedAt: 11, Err: "disk on fire", Steps: []Step{}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, FromManager(tc.in, "P")); diff != "" {
+				t.Errorf("-want +got:\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestJSONShape pins the JSON field names the command prints.
+func TestJSONShape(t *testing.T) {
+	e := Explanation{Image: "i", ImageRef: "r", Policy: "P", Result: ResultRecordFound, DecidedAt: 12, Rule: "x",
+		WouldRecord: &SecretRef{UID: "u", Namespace: "n", Name: "s"}, Steps: []Step{{12, "c", "f"}}, Err: "e"}
+	data, err := json.Marshal(e)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := Explain(memstore.New(), Options{Policy: policy, Normalize: pullmanager.NormalizeImageName,
-		InFlight: func(image string) bool { return image == imgA }}, imgA, "ref", Pod{})
-	if !e.PulledByKubelet || !e.MustPull || e.DecidedAt != 6 {
-		t.Errorf("in-flight pull: pulledByKubelet=%t mustPull=%t step=%d, want true true 6", e.PulledByKubelet, e.MustPull, e.DecidedAt)
+	want := `{"image":"i","imageRef":"r","policy":"P","mustPull":false,"result":"credentialRecordFound","decidedAt":12,` +
+		`"rule":"x","pulledByKubelet":false,"credentialsLookedUp":false,"wouldRecord":{"uid":"u","namespace":"n","name":"s"},` +
+		`"steps":[{"step":12,"check":"c","finding":"f"}],"error":"e"}`
+	if diff := cmp.Diff(want, string(data)); diff != "" {
+		t.Errorf("-want +got:\n%s", diff)
+	}
+	data, err = json.Marshal(FromManager(pullmanager.Explanation{}, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"steps":[]`) || strings.Contains(string(data), "wouldRecord") || strings.Contains(string(data), "error") {
+		t.Errorf("empty explanation: %s", data)
+	}
+}
+
+func TestRedactHash(t *testing.T) {
+	for in, want := range map[string]string{"": "", "abc": "…", "0123456789abcdef": "01234567…"} {
+		if got := RedactHash(in); got != want {
+			t.Errorf("RedactHash(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 
