@@ -326,20 +326,29 @@ func (m *Manager) Apply(ctx context.Context, cache ImageCache) error {
 	return nil
 }
 
+// appliedLocked returns the applied cache ref, or ErrShutDown after Run
+// ended, or ErrCacheNotFound. m.mu must be held.
+func (m *Manager) appliedLocked(ref CacheRef) (*cacheState, error) {
+	if m.stopped {
+		return nil, ErrShutDown
+	}
+	cs := m.caches[ref]
+	if cs == nil {
+		return nil, fmt.Errorf("%w: %s", ErrCacheNotFound, ref)
+	}
+	return cs, nil
+}
+
 // Delete forgets the cache and queues the removal (delete) of each of its
 // images that no other cache keeps. A purge removes the image through the
 // CRI and, with WithPullRecords, its pulled record.
 func (m *Manager) Delete(ctx context.Context, namespace, name string) error {
 	ref := CacheRef{Namespace: namespace, Name: name}
 	m.mu.Lock()
-	if m.stopped {
+	cs, err := m.appliedLocked(ref)
+	if err != nil {
 		m.mu.Unlock()
-		return ErrShutDown
-	}
-	cs := m.caches[ref]
-	if cs == nil {
-		m.mu.Unlock()
-		return fmt.Errorf("%w: %s", ErrCacheNotFound, ref)
+		return err
 	}
 	delete(m.caches, ref)
 	var added []persistedPurge
@@ -372,14 +381,10 @@ func (m *Manager) Delete(ctx context.Context, namespace, name string) error {
 func (m *Manager) Refresh(ctx context.Context, namespace, name string) error {
 	ref := CacheRef{Namespace: namespace, Name: name}
 	m.mu.Lock()
-	if m.stopped {
+	cs, err := m.appliedLocked(ref)
+	if err != nil {
 		m.mu.Unlock()
-		return ErrShutDown
-	}
-	cs := m.caches[ref]
-	if cs == nil {
-		m.mu.Unlock()
-		return fmt.Errorf("%w: %s", ErrCacheNotFound, ref)
+		return err
 	}
 	m.refreshLocked(ref, cs)
 	m.mu.Unlock()

@@ -255,7 +255,7 @@ func BenchmarkDurablePullCycle(b *testing.B) {
 		src := fixture(b, n, 0)
 		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
 			dir := filepath.Join(b.TempDir(), "kubelet")
-			copyTree(b, src, dir)
+			copyDir(b, src, dir)
 			m, _ := benchManager(b, dir, NeverVerifyPreloadedImages)
 			logger := logr.Discard()
 			creds := &accessor.ImagePullCredentials{KubernetesSecrets: []accessor.ImagePullSecret{secret("u", "ns", "s", "h")}}
@@ -296,24 +296,3 @@ func BenchmarkStartup(b *testing.B) {
 	}
 }
 
-func copyTree(b *testing.B, src, dst string) {
-	b.Helper()
-	err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, path)
-		target := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(target, 0o700)
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(target, data, 0o600)
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-}

@@ -16,7 +16,7 @@ import (
 )
 
 // copyDir copies the regular files under src to dst.
-func copyDir(t *testing.T, src, dst string) {
+func copyDir(t testing.TB, src, dst string) {
 	t.Helper()
 	err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
