@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/pullrecords/pullrecords/accessor"
+	"github.com/pullrecords/pullrecords/memstore"
 )
 
 var benchSizes = []int{2000, 20000}
@@ -68,17 +69,6 @@ func benchOptions(sync bool) []Option {
 	return []Option{WithoutSync()}
 }
 
-// forEachConfig runs fn as sub-benchmarks records=N/sync=S.
-func forEachConfig(b *testing.B, fn func(b *testing.B, dir string, opts []Option)) {
-	for _, n := range benchSizes {
-		for _, sync := range []bool{true, false} {
-			b.Run(fmt.Sprintf("records=%d/sync=%v", n, sync), func(b *testing.B) {
-				fn(b, benchDir(b, n), benchOptions(sync))
-			})
-		}
-	}
-}
-
 func benchOpen(b *testing.B, dir string, opts []Option) *Store {
 	b.Helper()
 	s, err := New(klog.Background(), dir, opts...)
@@ -88,10 +78,43 @@ func benchOpen(b *testing.B, dir string, opts []Option) *Store {
 	return s
 }
 
+// benchOpener opens the store under test and returns it with its closer.
+type benchOpener func(b *testing.B) (accessor.PullRecordsAccessor, func())
+
+// forEachConfig runs fn as sub-benchmarks records=N/sync=S/store=T, where T
+// is "fsstore" (the file store alone) or "cache" (memstore's write-through
+// cache in front of it, warmed up at open as a kubelet would use it).
+func forEachConfig(b *testing.B, fn func(b *testing.B, open benchOpener)) {
+	for _, n := range benchSizes {
+		for _, sync := range []bool{true, false} {
+			for _, cached := range []bool{false, true} {
+				kind := "fsstore"
+				if cached {
+					kind = "cache"
+				}
+				b.Run(fmt.Sprintf("records=%d/sync=%v/store=%s", n, sync, kind), func(b *testing.B) {
+					dir := benchDir(b, n)
+					fn(b, func(b *testing.B) (accessor.PullRecordsAccessor, func()) {
+						s := benchOpen(b, dir, benchOptions(sync))
+						if !cached {
+							return s, func() { s.Close() }
+						}
+						c, err := memstore.NewCache(klog.Background(), s)
+						if err != nil || !c.Authoritative() {
+							b.Fatalf("NewCache: authoritative=%v, %v", c != nil && c.Authoritative(), err)
+						}
+						return c, func() { s.Close() }
+					})
+				})
+			}
+		}
+	}
+}
+
 func BenchmarkWrite(b *testing.B) {
-	forEachConfig(b, func(b *testing.B, dir string, opts []Option) {
-		s := benchOpen(b, dir, opts)
-		defer s.Close()
+	forEachConfig(b, func(b *testing.B, open benchOpener) {
+		s, closeStore := open(b)
+		defer closeStore()
 		logger := klog.Background()
 		b.Run("new", func(b *testing.B) {
 			recs := make([]*accessor.ImagePulledRecord, b.N)
@@ -130,9 +153,9 @@ func BenchmarkWrite(b *testing.B) {
 }
 
 func BenchmarkGet(b *testing.B) {
-	forEachConfig(b, func(b *testing.B, dir string, opts []Option) {
-		s := benchOpen(b, dir, opts)
-		defer s.Close()
+	forEachConfig(b, func(b *testing.B, open benchOpener) {
+		s, closeStore := open(b)
+		defer closeStore()
 		refs := make([]string, 256)
 		for i := range refs {
 			refs[i] = testRecord(i * 7 % 2000).ImageRef
@@ -148,10 +171,11 @@ func BenchmarkGet(b *testing.B) {
 }
 
 func BenchmarkList(b *testing.B) {
-	forEachConfig(b, func(b *testing.B, dir string, opts []Option) {
-		s := benchOpen(b, dir, opts)
-		defer s.Close()
-		// Use up the open-time snapshot: measure reading the disk.
+	forEachConfig(b, func(b *testing.B, open benchOpener) {
+		s, closeStore := open(b)
+		defer closeStore()
+		// Use up the open-time snapshot: the file store alone then reads
+		// the disk; the cache serves lists from memory.
 		if _, err := s.ListImagePulledRecords(); err != nil {
 			b.Fatal(err)
 		}
@@ -167,16 +191,17 @@ func BenchmarkList(b *testing.B) {
 }
 
 // BenchmarkOpen measures New (one read and decode of every file) followed
-// by the first list, which the open-time snapshot serves.
+// by the first list, which the open-time snapshot serves; with the cache,
+// that first list is the cache's warm-up.
 func BenchmarkOpen(b *testing.B) {
-	forEachConfig(b, func(b *testing.B, dir string, opts []Option) {
+	forEachConfig(b, func(b *testing.B, open benchOpener) {
 		b.ReportAllocs()
 		for range b.N {
-			s := benchOpen(b, dir, opts)
+			s, closeStore := open(b)
 			if _, err := s.ListImagePulledRecords(); err != nil {
 				b.Fatal(err)
 			}
-			s.Close()
+			closeStore()
 		}
 	})
 }

@@ -295,4 +295,3 @@ func BenchmarkStartup(b *testing.B) {
 		}
 	}
 }
-
