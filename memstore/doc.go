@@ -58,9 +58,9 @@
 //
 // Records are kept in a compact form, not as ImagePulledRecord values: the
 // credential mapping is a sorted slice rather than a Go map (a map of even two
-// names costs about 700 bytes), and the secret and service account strings,
-// which repeat across the records of a node, are interned with package
-// unique. 100,000 records of two names each, with their own imageRefs and
+// names costs about 700 bytes), and the secrets and service accounts, which
+// repeat across the records of a node, are interned whole with package
+// unique (one handle per reference). 100,000 records of two names each, with their own imageRefs and
 // names, take about 620 bytes each, some 62 MB in all (see
 // TestCacheMemoryPer100kRecords). A record that has been peeked also keeps its
 // shared ImagePulledRecord form, about 1 KB more, until it is replaced or

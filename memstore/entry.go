@@ -35,13 +35,13 @@ type credEntry struct {
 	nodeWide bool
 }
 
-type secretHandles struct {
-	uid, namespace, name, hash unique.Handle[string]
-}
-
-type saHandles struct {
-	uid, namespace, name unique.Handle[string]
-}
+// A secret or service account is interned whole: one handle (one pointer)
+// per reference, and one unique.Make per secret rather than one per string,
+// which is what a cache warm-up over many records pays for.
+type (
+	secretHandles = unique.Handle[accessor.ImagePullSecret]
+	saHandles     = unique.Handle[accessor.ImagePullServiceAccount]
+)
 
 // newRecordEntry returns the compact form of r with its time in storage form.
 // It shares no memory with r.
@@ -75,12 +75,7 @@ func newRecordEntry(r *accessor.ImagePulledRecord) *recordEntry {
 		if c.KubernetesSecrets != nil {
 			start := len(secrets)
 			for _, s := range c.KubernetesSecrets {
-				secrets = append(secrets, secretHandles{
-					uid:       unique.Make(s.UID),
-					namespace: unique.Make(s.Namespace),
-					name:      unique.Make(s.Name),
-					hash:      unique.Make(s.CredentialHash),
-				})
+				secrets = append(secrets, unique.Make(s))
 			}
 			ce.secrets = secrets[start:len(secrets):len(secrets)]
 			if ce.secrets == nil {
@@ -90,11 +85,7 @@ func newRecordEntry(r *accessor.ImagePulledRecord) *recordEntry {
 		if c.KubernetesServiceAccounts != nil {
 			start := len(sas)
 			for _, sa := range c.KubernetesServiceAccounts {
-				sas = append(sas, saHandles{
-					uid:       unique.Make(sa.UID),
-					namespace: unique.Make(sa.Namespace),
-					name:      unique.Make(sa.Name),
-				})
+				sas = append(sas, unique.Make(sa))
 			}
 			ce.sas = sas[start:len(sas):len(sas)]
 			if ce.sas == nil {
@@ -141,12 +132,7 @@ func (e *recordEntry) fill(out *accessor.ImagePulledRecord, s *slabs) {
 		if ce.secrets != nil {
 			start := len(s.secrets)
 			for _, h := range ce.secrets {
-				s.secrets = append(s.secrets, accessor.ImagePullSecret{
-					UID:            h.uid.Value(),
-					Namespace:      h.namespace.Value(),
-					Name:           h.name.Value(),
-					CredentialHash: h.hash.Value(),
-				})
+				s.secrets = append(s.secrets, h.Value())
 			}
 			c.KubernetesSecrets = s.secrets[start:len(s.secrets):len(s.secrets)]
 			if c.KubernetesSecrets == nil {
@@ -156,11 +142,7 @@ func (e *recordEntry) fill(out *accessor.ImagePulledRecord, s *slabs) {
 		if ce.sas != nil {
 			start := len(s.sas)
 			for _, h := range ce.sas {
-				s.sas = append(s.sas, accessor.ImagePullServiceAccount{
-					UID:       h.uid.Value(),
-					Namespace: h.namespace.Value(),
-					Name:      h.name.Value(),
-				})
+				s.sas = append(s.sas, h.Value())
 			}
 			c.KubernetesServiceAccounts = s.sas[start:len(s.sas):len(s.sas)]
 			if c.KubernetesServiceAccounts == nil {
