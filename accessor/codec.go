@@ -56,10 +56,19 @@ func (d Decoded) Key() string {
 // Decode decodes an intent or a pulled record in any supported version.
 // Every failure matches ErrMalformed.
 func Decode(data []byte) (Decoded, error) {
+	if d, ok := decodeCanonical(data); ok {
+		return d, nil
+	}
 	obj, version, err := decodeObject(data)
 	if err != nil {
 		return Decoded{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
+	return decodedFromWire(obj, version)
+}
+
+// decodedFromWire converts a decoded wire object. Every failure matches
+// ErrMalformed.
+func decodedFromWire(obj runtime.Object, version string) (Decoded, error) {
 	switch o := obj.(type) {
 	case *wire.ImagePullIntent:
 		return Decoded{Kind: KindImagePullIntent, Version: version, Intent: &ImagePullIntent{Image: o.Image}}, nil
