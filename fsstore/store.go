@@ -1,6 +1,8 @@
 package fsstore
 
 import (
+	"github.com/pullrecords/pullrecords/internal/keylock"
+
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -84,7 +86,7 @@ type Store struct {
 	opts    options
 	intents *dir
 	records *dir
-	locks   stripedLocks
+	locks   *keylock.Set // serialise writers and deleters of one file name
 
 	life   sync.RWMutex // held for reading by every operation, for writing by Close
 	closed bool
@@ -111,6 +113,7 @@ func New(logger klog.Logger, kubeletDir string, opts ...Option) (*Store, error) 
 	base := filepath.Join(kubeletDir, DirName)
 	s := &Store{
 		opts:    o,
+		locks:   keylock.New(lockStripes),
 		intents: newDir(IntentsDir, filepath.Join(base, IntentsDir), accessor.KindImagePullIntent, "image pull intents", intentsFS),
 		records: newDir(RecordsDir, filepath.Join(base, RecordsDir), accessor.KindImagePulledRecord, "image pulled records", recordsFS),
 	}
@@ -451,7 +454,7 @@ func (s *Store) CountImagePullIntents() int { return s.intents.count() }
 func (s *Store) CountImagePulledRecords() int { return s.records.count() }
 
 func (s *Store) put(logger klog.Logger, d *dir, name string, data []byte) error {
-	unlock := s.locks.lock(name)
+	unlock := s.locks.Lock(name)
 	defer unlock()
 	if err := d.put(name, data, !s.opts.noSync); err != nil {
 		return fmt.Errorf("writing %s: %w", filepath.Join(d.path, name), err)
@@ -461,7 +464,7 @@ func (s *Store) put(logger klog.Logger, d *dir, name string, data []byte) error 
 }
 
 func (s *Store) remove(logger klog.Logger, d *dir, name string) error {
-	unlock := s.locks.lock(name)
+	unlock := s.locks.Lock(name)
 	defer unlock()
 	if err := d.remove(name, !s.opts.noSync); err != nil {
 		return fmt.Errorf("removing %s: %w", filepath.Join(d.path, name), err)
@@ -469,3 +472,7 @@ func (s *Store) remove(logger klog.Logger, d *dir, name string) error {
 	logger.V(5).Info("Removed pull record file", "dir", d.name, "file", name)
 	return nil
 }
+
+// lockStripes is the number of per-file-name locks: writers of different
+// names rarely share one, writers of one name always do.
+const lockStripes = 64

@@ -1,10 +1,11 @@
 package memstore
 
 import (
+	"github.com/pullrecords/pullrecords/internal/keylock"
+
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"sync"
 	"sync/atomic"
 
@@ -31,20 +32,13 @@ func WithStripes(n int) CacheOption {
 	return func(o *cacheOptions) { o.stripes = n }
 }
 
-// stripe is a mutex padded to its own cache line.
-type stripe struct {
-	sync.Mutex
-	_ [64 - 8]byte
-}
-
 // Cache is a write-through cache in front of another PullRecordsAccessor. See
 // the package documentation for its guarantees.
 type Cache struct {
 	delegate accessor.PullRecordsAccessor
 	counter  accessor.RecordCounter // the delegate's, if it has one
 
-	seed    maphash.Seed
-	stripes []stripe
+	locks *keylock.Set
 
 	// reloadMu serialises loads. A load also holds every stripe, so no
 	// write, delete or read-through is in flight while tables are swapped.
@@ -77,8 +71,7 @@ func NewCache(logger klog.Logger, delegate accessor.PullRecordsAccessor, opts ..
 	}
 	c := &Cache{
 		delegate: delegate,
-		seed:     maphash.MakeSeed(),
-		stripes:  make([]stripe, o.stripes),
+		locks:    keylock.New(o.stripes),
 	}
 	c.counter, _ = delegate.(accessor.RecordCounter)
 	if err := c.load(logger); err != nil {
@@ -112,14 +105,7 @@ func (c *Cache) Reload(ctx context.Context) error {
 func (c *Cache) load(logger klog.Logger) error {
 	c.reloadMu.Lock()
 	defer c.reloadMu.Unlock()
-	for i := range c.stripes {
-		c.stripes[i].Lock()
-	}
-	defer func() {
-		for i := range c.stripes {
-			c.stripes[i].Unlock()
-		}
-	}()
+	defer c.locks.LockAll()()
 
 	intents, intentsErr := c.delegate.ListImagePullIntents()
 	it := &intentTable{authoritative: intentsErr == nil}
@@ -164,17 +150,6 @@ func (c *Cache) Authoritative() bool {
 	return c.intents.Load().authoritative && c.records.Load().authoritative
 }
 
-// stripeIndex spreads keys over every stripe: hash modulo the stripe count.
-func (c *Cache) stripeIndex(key string) int {
-	return int(maphash.String(c.seed, key) % uint64(len(c.stripes)))
-}
-
-func (c *Cache) lock(key string) *stripe {
-	s := &c.stripes[c.stripeIndex(key)]
-	s.Lock()
-	return s
-}
-
 // ListImagePullIntents returns every intent: from memory when the cache is
 // authoritative for intents, else from the delegate.
 func (c *Cache) ListImagePullIntents() ([]*accessor.ImagePullIntent, error) {
@@ -199,8 +174,7 @@ func (c *Cache) ImagePullIntentExists(image string) (bool, error) {
 }
 
 func (c *Cache) intentReadThrough(image string) (bool, error) {
-	s := c.lock(image)
-	defer s.Unlock()
+	defer c.locks.Lock(image)()
 	t := c.intents.Load() // a Reload may have replaced it meanwhile
 	if t.has(image) {
 		return true, nil
@@ -224,8 +198,7 @@ func (c *Cache) WriteImagePullIntent(logger klog.Logger, image string) error {
 	if err := accessor.ValidateKey(image); err != nil {
 		return err
 	}
-	s := c.lock(image)
-	defer s.Unlock()
+	defer c.locks.Lock(image)()
 	if err := c.delegate.WriteImagePullIntent(logger, image); err != nil {
 		return err
 	}
@@ -236,8 +209,7 @@ func (c *Cache) WriteImagePullIntent(logger klog.Logger, image string) error {
 // DeleteImagePullIntent deletes the intent from the delegate and, if that
 // succeeds, from memory.
 func (c *Cache) DeleteImagePullIntent(logger klog.Logger, image string) error {
-	s := c.lock(image)
-	defer s.Unlock()
+	defer c.locks.Lock(image)()
 	if err := c.delegate.DeleteImagePullIntent(logger, image); err != nil {
 		return err
 	}
@@ -291,8 +263,7 @@ func (c *Cache) entry(imageRef string) (*recordEntry, bool, error) {
 }
 
 func (c *Cache) recordReadThrough(imageRef string) (*recordEntry, bool, error) {
-	s := c.lock(imageRef)
-	defer s.Unlock()
+	defer c.locks.Lock(imageRef)()
 	t := c.records.Load()
 	if e := t.load(imageRef); e != nil {
 		return e, true, nil
@@ -326,8 +297,7 @@ func (c *Cache) WriteImagePulledRecord(logger klog.Logger, record *accessor.Imag
 	// Copy first, so the cached value is what the caller passed even if it
 	// changes the record after the delegate has stored it.
 	e := newRecordEntry(record)
-	s := c.lock(e.ref)
-	defer s.Unlock()
+	defer c.locks.Lock(e.ref)()
 	if err := c.delegate.WriteImagePulledRecord(logger, record); err != nil {
 		return err
 	}
@@ -338,8 +308,7 @@ func (c *Cache) WriteImagePulledRecord(logger klog.Logger, record *accessor.Imag
 // DeleteImagePulledRecord deletes the record from the delegate and, if that
 // succeeds, from memory.
 func (c *Cache) DeleteImagePulledRecord(logger klog.Logger, imageRef string) error {
-	s := c.lock(imageRef)
-	defer s.Unlock()
+	defer c.locks.Lock(imageRef)()
 	if err := c.delegate.DeleteImagePulledRecord(logger, imageRef); err != nil {
 		return err
 	}

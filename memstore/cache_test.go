@@ -609,7 +609,7 @@ func TestCacheStripesAllUsed(t *testing.T) {
 		c := newTestCache(t, New(), WithStripes(n))
 		used := make([]int, n)
 		for i := range 50 * n {
-			used[c.stripeIndex(fmt.Sprintf("sha256:%064x", i))]++
+			used[c.locks.Index(fmt.Sprintf("sha256:%064x", i))]++
 		}
 		for i, u := range used {
 			if u == 0 {

@@ -286,7 +286,7 @@ func (m *PullManager) recordsError(ctx context.Context, imageRef string, err err
 func (m *PullManager) recordSecretAtCheck(ctx context.Context, key, imageRef string, secret accessor.ImagePullSecret) {
 	logger := klog.FromContext(ctx)
 	creds := &accessor.ImagePullCredentials{KubernetesSecrets: []accessor.ImagePullSecret{secret}}
-	unlock := m.pulledLocks.lock(imageRef)
+	unlock := m.pulledLocks.Lock(imageRef)
 	defer unlock()
 	err := m.mergeLocked(logger, key, imageRef, creds, func(current *accessor.ImagePulledRecord) bool {
 		return current == nil || len(current.CredentialMapping[key].KubernetesSecrets) < writeRecordWhileMatchingLimit

@@ -45,7 +45,7 @@ func (c *intentCounters) remove(image string) {
 // count is left as it was. Otherwise the count drops by one and the stored
 // intent stays.
 func (m *PullManager) decrementIntent(logger klog.Logger, image string) {
-	unlock := m.intentLocks.lock(image)
+	unlock := m.intentLocks.Lock(image)
 	defer unlock()
 	if m.intents.get(image) > 1 {
 		m.intents.add(image, -1)

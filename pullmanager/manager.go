@@ -1,6 +1,8 @@
 package pullmanager
 
 import (
+	"github.com/pullrecords/pullrecords/internal/keylock"
+
 	"context"
 	"fmt"
 	"sync/atomic"
@@ -27,8 +29,8 @@ type PullManager struct {
 	// intentLocks serialise changes to the intent of one image string;
 	// pulledLocks serialise changes to the record of one imageRef. No code
 	// path holds both at once.
-	intentLocks *stripedLocks
-	pulledLocks *stripedLocks
+	intentLocks *keylock.Set
+	pulledLocks *keylock.Set
 	// intents counts this process's in-flight pulls per image string
 	// (string -> *atomic.Int32). See intents.go.
 	intents intentCounters
@@ -66,8 +68,8 @@ func NewImagePullManager(ctx context.Context, records accessor.PullRecordsAccess
 		clock:            o.clock,
 		metrics:          o.metrics,
 		protectPreloaded: o.protectPreloaded,
-		intentLocks:      newStripedLocks(o.lockStripes),
-		pulledLocks:      newStripedLocks(o.lockStripes),
+		intentLocks:      keylock.New(o.lockStripes),
+		pulledLocks:      keylock.New(o.lockStripes),
 	}
 	m.peeker, _ = records.(accessor.RecordPeeker)
 	m.counter, _ = records.(accessor.RecordCounter)
@@ -79,7 +81,7 @@ func NewImagePullManager(ctx context.Context, records accessor.PullRecordsAccess
 // RecordPullIntent records that image is about to be pulled: it (re)writes
 // the intent and, on success only, counts one more in-flight pull of image.
 func (m *PullManager) RecordPullIntent(logger klog.Logger, image string) error {
-	unlock := m.intentLocks.lock(image)
+	unlock := m.intentLocks.Lock(image)
 	defer unlock()
 	if err := m.records.WriteImagePullIntent(logger, image); err != nil {
 		return fmt.Errorf("failed to record image pull intent: %w", err)
@@ -116,7 +118,7 @@ func (m *PullManager) writeRecordIfChanged(logger klog.Logger, image, imageRef s
 	if err != nil {
 		return err
 	}
-	unlock := m.pulledLocks.lock(imageRef)
+	unlock := m.pulledLocks.Lock(imageRef)
 	defer unlock()
 	return m.mergeLocked(logger, key, imageRef, creds, nil)
 }

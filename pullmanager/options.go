@@ -48,3 +48,7 @@ func WithPreloadedImageProtection(on bool) Option {
 func WithLockStripes(n int) Option {
 	return func(o *options) { o.lockStripes = n }
 }
+
+// defaultLockStripes is the number of per-key lock stripes used when no
+// WithLockStripes option is given.
+const defaultLockStripes = 64

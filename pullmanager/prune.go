@@ -35,7 +35,7 @@ func (m *PullManager) PruneUnknownRecords(ctx context.Context, imageList []strin
 }
 
 func (m *PullManager) pruneOne(logger klog.Logger, imageRef string, until time.Time) {
-	unlock := m.pulledLocks.lock(imageRef)
+	unlock := m.pulledLocks.Lock(imageRef)
 	defer unlock()
 	current, found, err := m.readRecord(imageRef)
 	if err != nil {

@@ -1,12 +1,10 @@
 package demo
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"time"
 
 	"github.com/pullrecords/pullrecords/accessor"
+	"github.com/pullrecords/pullrecords/pullmanager"
 )
 
 // Pod is a pod's identity and the credentials it presents.
@@ -16,12 +14,10 @@ type Pod struct {
 	ServiceAccount *accessor.ImagePullServiceAccount
 }
 
-// credentialHash is the kubelet's hash of a registry auth config: SHA-256 of
-// its JSON.
+// credentialHash is the kubelet's hash of the registry credential a docker
+// config secret holds.
 func credentialHash(user, password string) string {
-	data, _ := json.Marshal(map[string]string{"username": user, "password": password})
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:])
+	return pullmanager.CredentialHash(pullmanager.AuthConfig{Username: user, Password: password})
 }
 
 // startTime is the fake clock's start.
