@@ -257,6 +257,12 @@ func (m *PullManager) countsAsPulled(image string, rec *accessor.ImagePulledReco
 	if !found || !m.protectPreloaded {
 		return found
 	}
+	// A record without any mapping means "pulled by the kubelet, every pod
+	// must re-verify": start-up recovery and credential-less pulls write
+	// it. Only a mapping for other names can mean "preloaded under this one".
+	if len(rec.CredentialMapping) == 0 {
+		return true
+	}
 	key, _, err := normalizeCached(image)
 	if err != nil {
 		return true

@@ -83,9 +83,11 @@
 //   - The on-disk gauges are set at start-up as well, from the store's
 //     accessor.RecordCounter (O(1)), never from a directory scan.
 //   - WithPreloadedImageProtection (default off) fixes kubernetes#138175: a
-//     pulled record for the imageRef without a mapping entry for the
-//     requested image's normalised name does not count as "pulled by the
-//     kubelet" (an intent for the image string still does). So an image
+//     pulled record for the imageRef whose mapping has entries for other
+//     names but none for the requested image's normalised name does not
+//     count as "pulled by the kubelet" (an intent for the image string
+//     still does, and so does a record with no mapping at all: start-up
+//     recovery and credential-less pulls write those to mean "re-verify"). So an image
 //     preloaded as X stays usable under the NeverVerifyPreloadedImages policy
 //     after someone pulls the same content as Y with a secret. The trade-off:
 //     "preloaded" is then decided per name, not per content. If a runtime

@@ -240,7 +240,10 @@ func (md *model) check(p VerificationPolicy, im modelImage, ref string, secrets 
 	}
 	r := md.records[ref]
 	pulled := r != nil
-	if pulled && md.protect {
+	if pulled && md.protect && len(r.entries) > 0 {
+		// With kubernetes#138175 protection, only a mapping for other
+		// names says "preloaded under this one"; a record without any
+		// mapping (recovery, credential-less pull) still counts as pulled.
 		_, pulled = r.entries[im.key]
 	}
 	if !pulled {

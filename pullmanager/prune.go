@@ -2,6 +2,7 @@ package pullmanager
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -30,24 +31,36 @@ func (m *PullManager) PruneUnknownRecords(ctx context.Context, imageList []strin
 		if _, ok := keep[rec.ImageRef]; ok || !rec.LastUpdatedTime.Time.Before(until) {
 			continue
 		}
-		m.pruneOne(logger, rec.ImageRef, until)
+		if err := m.pruneOne(logger, rec.ImageRef, until); err != nil {
+			logger.Error(err, "Failed to remove an image pulled record", "imageRef", rec.ImageRef)
+		}
 	}
 }
 
-func (m *PullManager) pruneOne(logger klog.Logger, imageRef string, until time.Time) {
+// PruneImagePulledRecord deletes the pulled record of imageRef if it was last
+// updated strictly before until: PruneUnknownRecords for one record, for a
+// caller that removed the image itself (an image cache purge). It runs under
+// the record's lock on a fresh read, so a record written or refreshed at or
+// after until (for example by a pull of the same content under another name
+// while the image was being removed) is kept. Take until before checking
+// that the runtime no longer has the image.
+func (m *PullManager) PruneImagePulledRecord(ctx context.Context, imageRef string, until time.Time) error {
+	return m.pruneOne(klog.FromContext(ctx), imageRef, until)
+}
+
+func (m *PullManager) pruneOne(logger klog.Logger, imageRef string, until time.Time) error {
 	unlock := m.pulledLocks.Lock(imageRef)
 	defer unlock()
 	current, found, err := m.readRecord(imageRef)
 	if err != nil {
-		logger.Error(err, "Failed to re-read an image pulled record before removing it", "imageRef", imageRef)
-		return
+		return fmt.Errorf("re-reading the record before removing it: %w", err)
 	}
 	if !found || !current.LastUpdatedTime.Time.Before(until) {
-		return
+		return nil
 	}
 	if err := m.records.DeleteImagePulledRecord(logger, imageRef); err != nil {
-		logger.Error(err, "Failed to remove an image pulled record", "imageRef", imageRef)
-		return
+		return err
 	}
 	m.metrics.updateCounts(m.counter)
+	return nil
 }
