@@ -21,6 +21,12 @@ var (
 	ErrTooLarge = errors.New("record file too large")
 	// ErrNilRecord is returned when a nil record is written.
 	ErrNilRecord = errors.New("nil record")
+	// ErrNotDurable is returned by a write or delete whose change is
+	// visible (a later read sees it) but may not survive a power cut, for
+	// example when the directory fsync after a rename failed. A cache in
+	// front of the store must apply the change too, or it would disagree
+	// with what the store now returns.
+	ErrNotDurable = errors.New("change applied but not durable")
 	// ErrTimeOutOfRange is returned when a record's LastUpdatedTime cannot be
 	// written in the kubelet's format (a UTC year outside 0000-9999).
 	ErrTimeOutOfRange = errors.New("record time out of range")

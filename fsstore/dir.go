@@ -304,7 +304,7 @@ func (d *dir) put(name string, data []byte, sync bool) error {
 	d.setPresent(name, true)
 	if sync {
 		if err := d.fs.SyncDir(); err != nil {
-			return fmt.Errorf("syncing directory: %w", err)
+			return fmt.Errorf("%w: syncing directory: %w", accessor.ErrNotDurable, err)
 		}
 	}
 	return nil
@@ -363,7 +363,7 @@ func (d *dir) remove(name string, sync bool) error {
 	d.setPresent(name, false)
 	if sync {
 		if err := d.fs.SyncDir(); err != nil {
-			return fmt.Errorf("syncing directory: %w", err)
+			return fmt.Errorf("%w: syncing directory: %w", accessor.ErrNotDurable, err)
 		}
 	}
 	return nil

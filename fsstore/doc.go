@@ -49,8 +49,9 @@
 //     process crash still never tears a record, but a power loss may lose
 //     recent writes or leave an empty file, which then reads as corrupt.
 //   - A failed write or delete returns an error and leaves the old record in
-//     place, except that a failure after the rename (fsync of the directory)
-//     leaves the new record visible but perhaps not durable.
+//     place, except that a failure of the directory fsync after the rename
+//     or removal leaves the change visible but perhaps not durable; that
+//     error matches accessor.ErrNotDurable, so a cache applies the change too.
 //
 // New removes temporary files left behind by a crash (any name ending in
 // ".tmp", including the kubelet's own "<name>.tmp"), unless read-only.

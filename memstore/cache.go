@@ -199,22 +199,22 @@ func (c *Cache) WriteImagePullIntent(logger klog.Logger, image string) error {
 		return err
 	}
 	defer c.locks.Lock(image)()
-	if err := c.delegate.WriteImagePullIntent(logger, image); err != nil {
-		return err
+	err := c.delegate.WriteImagePullIntent(logger, image)
+	if err == nil || errors.Is(err, accessor.ErrNotDurable) {
+		c.intents.Load().store(image)
 	}
-	c.intents.Load().store(image)
-	return nil
+	return err
 }
 
 // DeleteImagePullIntent deletes the intent from the delegate and, if that
 // succeeds, from memory.
 func (c *Cache) DeleteImagePullIntent(logger klog.Logger, image string) error {
 	defer c.locks.Lock(image)()
-	if err := c.delegate.DeleteImagePullIntent(logger, image); err != nil {
-		return err
+	err := c.delegate.DeleteImagePullIntent(logger, image)
+	if err == nil || errors.Is(err, accessor.ErrNotDurable) {
+		c.intents.Load().remove(image)
 	}
-	c.intents.Load().remove(image)
-	return nil
+	return err
 }
 
 // ListImagePulledRecords returns copies of every record: from memory when the
@@ -298,22 +298,22 @@ func (c *Cache) WriteImagePulledRecord(logger klog.Logger, record *accessor.Imag
 	// changes the record after the delegate has stored it.
 	e := newRecordEntry(record)
 	defer c.locks.Lock(e.ref)()
-	if err := c.delegate.WriteImagePulledRecord(logger, record); err != nil {
-		return err
+	err := c.delegate.WriteImagePulledRecord(logger, record)
+	if err == nil || errors.Is(err, accessor.ErrNotDurable) {
+		c.records.Load().store(e)
 	}
-	c.records.Load().store(e)
-	return nil
+	return err
 }
 
 // DeleteImagePulledRecord deletes the record from the delegate and, if that
 // succeeds, from memory.
 func (c *Cache) DeleteImagePulledRecord(logger klog.Logger, imageRef string) error {
 	defer c.locks.Lock(imageRef)()
-	if err := c.delegate.DeleteImagePulledRecord(logger, imageRef); err != nil {
-		return err
+	err := c.delegate.DeleteImagePulledRecord(logger, imageRef)
+	if err == nil || errors.Is(err, accessor.ErrNotDurable) {
+		c.records.Load().remove(imageRef)
 	}
-	c.records.Load().remove(imageRef)
-	return nil
+	return err
 }
 
 // CountImagePullIntents returns the delegate's count if it keeps one, else

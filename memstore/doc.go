@@ -19,7 +19,10 @@
 //
 //   - Writes and deletes go to the delegate first and change memory only if
 //     the delegate succeeded, so a failed write leaves the old value cached
-//     and a failed delete leaves the entry. Writes, deletes and read-through
+//     and a failed delete leaves the entry; an error matching
+//     accessor.ErrNotDurable (the change is visible in the delegate but may
+//     not survive a power cut) is returned and the change is applied to
+//     memory too, so the cache never disagrees with the delegate. Writes, deletes and read-through
 //     misses of one key are serialised by a per-key lock (keys are spread over
 //     striped locks by hash modulo the number of stripes, see WithStripes).
 //   - Authoritative: when a kind's warm-up list succeeded without any error,
