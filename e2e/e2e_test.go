@@ -236,7 +236,6 @@ func startManager(t *testing.T, ctx context.Context, n *node, images imagecache.
 	t.Helper()
 	all := append([]imagecache.Option{
 		imagecache.WithStateDir(stateDir),
-		imagecache.WithPullRecords(n.store),
 		imagecache.WithNode("e2e-node", "containerd://1.6"),
 		imagecache.WithRetries(20, 200*time.Millisecond, 2*time.Second),
 		imagecache.WithRequestTimeout(time.Minute),

@@ -55,8 +55,15 @@
 //     credential hash; or NodePodsAccessible for an anonymous pull) or
 //     RecordImagePullFailed, also when the pull is cut off by shutdown, so no
 //     intent is left behind.
-//   - A purge removes the image through the CRI and, with WithPullRecords,
-//     the pulled record of its imageRef once the runtime no longer has it.
+//   - A purge removes the image through the CRI, unless an applied cache
+//     lists another name that resolves to the same image ID (removing one
+//     name removes the content). Once the runtime no longer has the image,
+//     a pull manager that is a RecordPruner deletes its pulled record under
+//     the record's lock, and only if it predates the purge: a record written
+//     meanwhile by a pull of the same content under another name is kept.
+//   - A pull is recorded under the image ID ImageStatus reports, the key
+//     checks use, not under the reference the pull returned (runtimes such
+//     as CRI-O return a repo digest there; kubernetes#137024).
 //   - At most WithWorkers requests run at once, and at most one per image:
 //     requests for an image that is queued or in flight join it, and one CRI
 //     call per distinct credential serves them all.

@@ -39,6 +39,9 @@ type fakeImages struct {
 	pulls    []pullCall
 	removes  []string
 	started  chan string
+	// digestRefs makes PullImage return a repo digest, as CRI-O does,
+	// instead of the image ID that ImageStatus reports.
+	digestRefs bool
 }
 
 func newFakeImages() *fakeImages {
@@ -116,7 +119,17 @@ func (f *fakeImages) PullImage(ctx context.Context, image string, auth *pullmana
 		return "", &serviceError{msg: "pulling failed: 401 Unauthorized", unauthorized: true}
 	}
 	f.preload(image)
+	if f.digestRefs {
+		return image + "@sha256:0123456789abcdef", nil
+	}
 	return imageID(image), nil
+}
+
+// alias makes name another reference to the image target resolves to.
+func (f *fakeImages) alias(name, target string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.images[name] = f.images[target]
 }
 
 func (f *fakeImages) RemoveImage(ctx context.Context, image string) error {
@@ -351,4 +364,19 @@ func run(t *testing.T, m *Manager) (stop func()) {
 	}
 	t.Cleanup(stop)
 	return stop
+}
+
+var _ RecordPruner = (*fakePulls)(nil)
+
+// PruneImagePulledRecord deletes the mirrored record (the fake keeps no
+// times, so until is not checked here; pullmanager tests that part).
+func (p *fakePulls) PruneImagePulledRecord(_ context.Context, imageRef string, _ time.Time) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls = append(p.calls, "prune "+imageRef)
+	delete(p.records, imageRef)
+	if p.store != nil {
+		return p.store.DeleteImagePulledRecord(klog.Background(), imageRef)
+	}
+	return nil
 }

@@ -31,6 +31,15 @@ type ImageService interface {
 	RemoveImage(ctx context.Context, image string) error
 }
 
+// RecordPruner is implemented by pull managers that can delete one pulled
+// record safely (*pullmanager.PullManager does): under the record's lock, and
+// only if it was last updated before until. A purge uses it to delete the
+// removed image's record; without it records are left to the kubelet's image
+// garbage collection.
+type RecordPruner interface {
+	PruneImagePulledRecord(ctx context.Context, imageRef string, until time.Time) error
+}
+
 // Manager keeps declared image caches present on the node. Create it with
 // New, feed it with Apply, Delete and Refresh, and drain its work with Run.
 type Manager struct {
@@ -341,7 +350,7 @@ func (m *Manager) appliedLocked(ref CacheRef) (*cacheState, error) {
 
 // Delete forgets the cache and queues the removal (delete) of each of its
 // images that no other cache keeps. A purge removes the image through the
-// CRI and, with WithPullRecords, its pulled record.
+// CRI and, when the pull manager is a RecordPruner, its pulled record.
 func (m *Manager) Delete(ctx context.Context, namespace, name string) error {
 	ref := CacheRef{Namespace: namespace, Name: name}
 	m.mu.Lock()

@@ -382,7 +382,7 @@ func TestUpdateDeleteAndPurge(t *testing.T) {
 	f := newFixture()
 	records := newFakeRecords()
 	f.pulls.store = records
-	m := f.manager(t, WithPullRecords(records))
+	m := f.manager(t)
 	run(t, m)
 	ctx := context.Background()
 	apply := func(c ImageCache) CacheStatus {

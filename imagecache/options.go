@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
-
-	"github.com/pullrecords/pullrecords/accessor"
 )
 
 // Defaults.
@@ -30,7 +28,6 @@ type options struct {
 	retryMax           time.Duration
 	refreshCheckPeriod time.Duration
 	clock              clock.WithTicker
-	records            accessor.PullRecordsAccessor
 	stateDir           string
 	node               string
 	runtimeVersion     string
@@ -92,12 +89,6 @@ func WithClock(c clock.WithTicker) Option { return func(o *options) { o.clock = 
 // periodic refresh (default DefaultRefreshCheckPeriod).
 func WithRefreshCheckPeriod(d time.Duration) Option {
 	return func(o *options) { o.refreshCheckPeriod = d }
-}
-
-// WithPullRecords gives the manager the store behind the pull manager, so a
-// purge can delete the removed image's pulled record.
-func WithPullRecords(records accessor.PullRecordsAccessor) Option {
-	return func(o *options) { o.records = records }
 }
 
 // WithStateDir persists the applied caches and unfinished work in dir, so a

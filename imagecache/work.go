@@ -3,9 +3,12 @@ package imagecache
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
+
+	"k8s.io/klog/v2"
 
 	"github.com/pullrecords/pullrecords/accessor"
 	"github.com/pullrecords/pullrecords/pullmanager"
@@ -222,6 +225,15 @@ func (m *Manager) pull(ctx context.Context, image string, g *pullGroup) outcome 
 		logger.V(2).Info("Image pull failed", "err", err, "transient", IsTransient(err))
 		return m.failure(ctx, ReasonPullFailed, err)
 	}
+	// Checks look records up by the image ID (the kubelet's GetImageRef is
+	// ImageStatus's ID), while some runtimes return a repo digest from the
+	// pull: record under the ID, or the record would never be found and the
+	// image would pass for preloaded (kubernetes#137024).
+	if st, err := m.images.ImageStatus(rctx, image); err == nil && st != nil && st.ID != "" {
+		ref = st.ID
+	} else {
+		logger.Info("Could not read the pulled image's ID; recording the pull under the reference the pull returned", "imageRef", ref, "err", err)
+	}
 	m.pulls.RecordImagePulled(bg, image, ref, creds)
 	m.metrics.pulls.WithLabelValues("succeeded").Inc()
 	m.metrics.pullDuration.WithLabelValues("succeeded").Observe(elapsed)
@@ -239,6 +251,9 @@ func (m *Manager) remove(ctx context.Context, image string) outcome {
 	logger := m.logger.WithValues("image", image)
 	rctx, cancel := context.WithTimeout(ctx, m.opts.requestTimeout)
 	defer cancel()
+	// Records are kept at whole seconds: a record written from this second
+	// on (a pull of the same content racing the removal) is not pruned.
+	until := accessor.StorageTime(m.clock.Now()).Time
 	st, err := m.images.ImageStatus(rctx, image)
 	if err != nil {
 		return m.failure(ctx, ReasonStatusFailed, err)
@@ -246,23 +261,59 @@ func (m *Manager) remove(ctx context.Context, image string) outcome {
 	if st == nil {
 		return outcome{status: StatusSucceeded, reason: ReasonNotPresent, message: "The runtime does not have the image"}
 	}
+	keeper, err := m.keeperOf(rctx, image, st.ID)
+	if err != nil {
+		return m.failure(ctx, ReasonStatusFailed, err)
+	}
+	if keeper != "" {
+		return outcome{status: StatusSucceeded, reason: ReasonKeptByOther, imageRef: st.ID,
+			message: "Not removed: the same image is kept by " + keeper}
+	}
 	if err := m.images.RemoveImage(rctx, image); err != nil {
 		return m.failure(ctx, ReasonRemoveFailed, err)
 	}
-	if m.opts.records != nil {
+	if pruner, ok := m.pulls.(RecordPruner); ok {
 		still, err := m.images.ImageStatus(rctx, st.ID)
 		if err != nil {
 			return m.failure(ctx, ReasonStatusFailed, err)
 		}
 		if still == nil {
-			if err := m.opts.records.DeleteImagePulledRecord(logger, st.ID); err != nil {
-				return outcome{status: StatusFailed, reason: ReasonRecordFailed, imageRef: st.ID, retry: true,
+			if err := pruner.PruneImagePulledRecord(klog.NewContext(rctx, logger), st.ID, until); err != nil {
+				// The image is gone; a stale record only makes pods
+				// re-verify, and the kubelet's image GC prunes it.
+				return outcome{status: StatusFailed, reason: ReasonRecordFailed, imageRef: st.ID,
 					message: "Image removed, but deleting its pulled record failed: " + err.Error()}
 			}
 		}
 	}
 	logger.V(2).Info("Removed image", "imageRef", st.ID)
 	return outcome{status: StatusSucceeded, reason: ReasonRemoved, imageRef: st.ID, message: "Removed from the node"}
+}
+
+// keeperOf returns an applied cache that lists another name for the image
+// with ID id (removing one name of an image removes its content, and a
+// runtime may drop every name with it), or "".
+func (m *Manager) keeperOf(ctx context.Context, image, id string) (string, error) {
+	m.mu.Lock()
+	owners := map[string][]string{}
+	for ref, cs := range m.caches {
+		for _, img := range cs.spec.Images {
+			if img != image {
+				owners[img] = append(owners[img], ref.String())
+			}
+		}
+	}
+	m.mu.Unlock()
+	for _, img := range slices.Sorted(maps.Keys(owners)) {
+		st, err := m.images.ImageStatus(ctx, img)
+		if err != nil {
+			return "", err
+		}
+		if st != nil && st.ID == id {
+			return strings.Join(slices.Sorted(slices.Values(owners[img])), ", ") + " (as " + img + ")", nil
+		}
+	}
+	return "", nil
 }
 
 // failure classifies an error of an image service call (see IsTransient).

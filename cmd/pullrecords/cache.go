@@ -418,7 +418,6 @@ func runCache(parent context.Context, g *globalOptions, o *cacheOptions, r *cach
 	host, _ := os.Hostname()
 	m, err := imagecache.New(logger, svc, pulls,
 		imagecache.WithStateDir(state),
-		imagecache.WithPullRecords(records),
 		imagecache.WithWorkers(r.workers),
 		imagecache.WithNode(host, ""),
 		imagecache.WithResultHandler(prog.result),
