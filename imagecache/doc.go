@@ -59,8 +59,9 @@
 //     lists another name that resolves to the same image ID (removing one
 //     name removes the content). Once the runtime no longer has the image,
 //     a pull manager that is a RecordPruner deletes its pulled record under
-//     the record's lock, and only if it predates the purge: a record written
-//     meanwhile by a pull of the same content under another name is kept.
+//     the record's lock, after asking the runtime once more under that lock:
+//     a record written by a pull of the same content under another name that
+//     finished meanwhile is kept.
 //   - A pull is recorded under the image ID ImageStatus reports, the key
 //     checks use, not under the reference the pull returned (runtimes such
 //     as CRI-O return a repo digest there; kubernetes#137024).

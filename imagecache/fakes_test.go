@@ -368,12 +368,15 @@ func run(t *testing.T, m *Manager) (stop func()) {
 
 var _ RecordPruner = (*fakePulls)(nil)
 
-// PruneImagePulledRecord deletes the mirrored record (the fake keeps no
-// times, so until is not checked here; pullmanager tests that part).
-func (p *fakePulls) PruneImagePulledRecord(_ context.Context, imageRef string, _ time.Time) error {
+// PruneImagePulledRecord deletes the mirrored record if the runtime still
+// lacks the image.
+func (p *fakePulls) PruneImagePulledRecord(ctx context.Context, imageRef string, imageGone func(context.Context) (bool, error)) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.calls = append(p.calls, "prune "+imageRef)
+	if gone, err := imageGone(ctx); err != nil || !gone {
+		return err
+	}
 	delete(p.records, imageRef)
 	if p.store != nil {
 		return p.store.DeleteImagePulledRecord(klog.Background(), imageRef)

@@ -31,13 +31,13 @@ type ImageService interface {
 	RemoveImage(ctx context.Context, image string) error
 }
 
-// RecordPruner is implemented by pull managers that can delete one pulled
-// record safely (*pullmanager.PullManager does): under the record's lock, and
-// only if it was last updated before until. A purge uses it to delete the
-// removed image's record; without it records are left to the kubelet's image
+// RecordPruner is implemented by pull managers that can delete the pulled
+// record of an image the caller removed (*pullmanager.PullManager does): under
+// the record's lock, and only if imageGone still says the runtime lacks the
+// image. A purge uses it; without it records are left to the kubelet's image
 // garbage collection.
 type RecordPruner interface {
-	PruneImagePulledRecord(ctx context.Context, imageRef string, until time.Time) error
+	PruneImagePulledRecord(ctx context.Context, imageRef string, imageGone func(context.Context) (bool, error)) error
 }
 
 // Manager keeps declared image caches present on the node. Create it with

@@ -3,6 +3,8 @@ package imagecache
 import (
 	"context"
 	"testing"
+
+	"github.com/pullrecords/pullrecords/pullmanager"
 )
 
 // A pull is recorded under the image ID ImageStatus reports (the key every
@@ -59,3 +61,6 @@ func TestPurgeKeepsImageListedUnderAnotherName(t *testing.T) {
 		t.Error("the other cache's image was removed")
 	}
 }
+
+// The real pull manager prunes purged images' records.
+var _ RecordPruner = (*pullmanager.PullManager)(nil)

@@ -251,9 +251,6 @@ func (m *Manager) remove(ctx context.Context, image string) outcome {
 	logger := m.logger.WithValues("image", image)
 	rctx, cancel := context.WithTimeout(ctx, m.opts.requestTimeout)
 	defer cancel()
-	// Records are kept at whole seconds: a record written from this second
-	// on (a pull of the same content racing the removal) is not pruned.
-	until := accessor.StorageTime(m.clock.Now()).Time
 	st, err := m.images.ImageStatus(rctx, image)
 	if err != nil {
 		return m.failure(ctx, ReasonStatusFailed, err)
@@ -273,17 +270,15 @@ func (m *Manager) remove(ctx context.Context, image string) outcome {
 		return m.failure(ctx, ReasonRemoveFailed, err)
 	}
 	if pruner, ok := m.pulls.(RecordPruner); ok {
-		still, err := m.images.ImageStatus(rctx, st.ID)
-		if err != nil {
-			return m.failure(ctx, ReasonStatusFailed, err)
+		gone := func(ctx context.Context) (bool, error) {
+			still, err := m.images.ImageStatus(ctx, st.ID)
+			return still == nil, err
 		}
-		if still == nil {
-			if err := pruner.PruneImagePulledRecord(klog.NewContext(rctx, logger), st.ID, until); err != nil {
-				// The image is gone; a stale record only makes pods
-				// re-verify, and the kubelet's image GC prunes it.
-				return outcome{status: StatusFailed, reason: ReasonRecordFailed, imageRef: st.ID,
-					message: "Image removed, but deleting its pulled record failed: " + err.Error()}
-			}
+		if err := pruner.PruneImagePulledRecord(klog.NewContext(rctx, logger), st.ID, gone); err != nil {
+			// A stale record only makes pods re-verify, and the kubelet's
+			// image garbage collection prunes it.
+			return outcome{status: StatusFailed, reason: ReasonRecordFailed, imageRef: st.ID,
+				message: "Image removed, but deleting its pulled record failed: " + err.Error()}
 		}
 	}
 	logger.V(2).Info("Removed image", "imageRef", st.ID)

@@ -37,15 +37,36 @@ func (m *PullManager) PruneUnknownRecords(ctx context.Context, imageList []strin
 	}
 }
 
-// PruneImagePulledRecord deletes the pulled record of imageRef if it was last
-// updated strictly before until: PruneUnknownRecords for one record, for a
-// caller that removed the image itself (an image cache purge). It runs under
-// the record's lock on a fresh read, so a record written or refreshed at or
-// after until (for example by a pull of the same content under another name
-// while the image was being removed) is kept. Take until before checking
-// that the runtime no longer has the image.
-func (m *PullManager) PruneImagePulledRecord(ctx context.Context, imageRef string, until time.Time) error {
-	return m.pruneOne(klog.FromContext(ctx), imageRef, until)
+// PruneImagePulledRecord deletes the pulled record of imageRef for a caller
+// that removed the image itself (an image cache purge). Under the record's
+// lock it re-reads the record and asks imageGone whether the runtime still
+// lacks the image: a pull of the same content that finished meanwhile (say
+// under another name, with another tenant's secret) has the image back in
+// the runtime before it writes its record, so its record is kept. A pull
+// that finishes after the delete writes a fresh record.
+func (m *PullManager) PruneImagePulledRecord(ctx context.Context, imageRef string, imageGone func(context.Context) (bool, error)) error {
+	logger := klog.FromContext(ctx)
+	unlock := m.pulledLocks.Lock(imageRef)
+	defer unlock()
+	_, found, err := m.readRecord(imageRef)
+	if err != nil {
+		return fmt.Errorf("re-reading the record before removing it: %w", err)
+	}
+	if !found {
+		return nil
+	}
+	gone, err := imageGone(ctx)
+	if err != nil {
+		return fmt.Errorf("checking that the image is gone: %w", err)
+	}
+	if !gone {
+		return nil
+	}
+	if err := m.records.DeleteImagePulledRecord(logger, imageRef); err != nil {
+		return err
+	}
+	m.metrics.updateCounts(m.counter)
+	return nil
 }
 
 func (m *PullManager) pruneOne(logger klog.Logger, imageRef string, until time.Time) error {

@@ -1,8 +1,9 @@
 package pullmanager
 
 import (
+	"context"
+	"errors"
 	"testing"
-	"time"
 
 	"github.com/pullrecords/pullrecords/accessor"
 )
@@ -47,32 +48,42 @@ func TestPreloadedProtectionKeepsEmptyMappingRecordsPulled(t *testing.T) {
 	})
 }
 
-// PruneImagePulledRecord deletes only a record older than until, under the
-// record's lock: a record written since (a pull of the same content under
-// another name while an image cache was removing the image) is kept.
+// PruneImagePulledRecord deletes a record only while the runtime still lacks
+// the image, asked under the record's lock: a pull of the same content that
+// finished meanwhile keeps its record.
 func TestPruneImagePulledRecord(t *testing.T) {
 	ctx, logger := testCtx(t)
 	store := newFakeStore()
 	m, clk := newTestManager(t, store, mustPolicy(t, NeverVerifyPreloadedImages))
-	old := rec("sha256:old", clk.Now().Add(-time.Hour), map[string]accessor.ImagePullCredentials{"registry.example/a": {NodePodsAccessible: true}})
-	if err := store.WriteImagePulledRecord(logger, old); err != nil {
-		t.Fatal(err)
-	}
-	until := accessor.StorageTime(clk.Now()).Time
-	if err := m.RecordPullIntent(logger, "registry.example/b:1"); err != nil {
-		t.Fatal(err)
-	}
-	m.RecordImagePulled(ctx, "registry.example/b:1", "sha256:fresh", &accessor.ImagePullCredentials{
-		KubernetesSecrets: []accessor.ImagePullSecret{secret("u", "b", "s", "h")}})
-	for _, ref := range []string{"sha256:old", "sha256:fresh", "sha256:absent"} {
-		if err := m.PruneImagePulledRecord(ctx, ref, until); err != nil {
-			t.Fatalf("%s: %v", ref, err)
+	for _, ref := range []string{"sha256:gone", "sha256:back"} {
+		if err := store.WriteImagePulledRecord(logger, rec(ref, clk.Now(), map[string]accessor.ImagePullCredentials{"registry.example/a": {NodePodsAccessible: true}})); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if _, found, _ := store.GetImagePulledRecord("sha256:old"); found {
-		t.Error("record older than until was kept")
+	asked := 0
+	answer := func(gone bool) func(context.Context) (bool, error) {
+		return func(context.Context) (bool, error) { asked++; return gone, nil }
 	}
-	if _, found, _ := store.GetImagePulledRecord("sha256:fresh"); !found {
-		t.Error("record written at until was deleted")
+	if err := m.PruneImagePulledRecord(ctx, "sha256:gone", answer(true)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.PruneImagePulledRecord(ctx, "sha256:back", answer(false)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.PruneImagePulledRecord(ctx, "sha256:absent", answer(true)); err != nil {
+		t.Fatal(err)
+	}
+	if _, found, _ := store.GetImagePulledRecord("sha256:gone"); found {
+		t.Error("record of a removed image was kept")
+	}
+	if _, found, _ := store.GetImagePulledRecord("sha256:back"); !found {
+		t.Error("record of an image the runtime has again was deleted")
+	}
+	if asked != 2 {
+		t.Errorf("runtime asked %d times, want 2 (not for a missing record)", asked)
+	}
+	boom := errors.New("runtime down")
+	if err := m.PruneImagePulledRecord(ctx, "sha256:back", func(context.Context) (bool, error) { return false, boom }); !errors.Is(err, boom) {
+		t.Errorf("runtime error: %v, want it returned", err)
 	}
 }
