@@ -184,6 +184,15 @@ func DecodePulledRecord(data []byte) (*ImagePulledRecord, string, error) {
 	return d.Record, d.Version, nil
 }
 
+// Encode returns the v1beta1 bytes of a decoded intent or record: what a
+// migration to the current version writes.
+func Encode(d Decoded) ([]byte, error) {
+	if d.Intent != nil {
+		return EncodeIntent(d.Intent)
+	}
+	return EncodePulledRecord(d.Record)
+}
+
 // EncodeIntent returns the v1beta1 bytes the kubelet writes for an intent.
 func EncodeIntent(intent *ImagePullIntent) ([]byte, error) {
 	if intent == nil {

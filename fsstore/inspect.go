@@ -331,12 +331,7 @@ func rewriteCurrent(d *dir, name string) error {
 	if err != nil {
 		return err
 	}
-	if dec.Intent != nil {
-		data, err = accessor.EncodeIntent(dec.Intent)
-	} else {
-		data, err = accessor.EncodePulledRecord(dec.Record)
-	}
-	if err != nil {
+	if data, err = accessor.Encode(dec); err != nil {
 		return err
 	}
 	return d.put(name, data, true)

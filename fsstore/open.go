@@ -88,13 +88,7 @@ func (s *Store) migrate(logger klog.Logger, d *dir, entries []loaded) (unchanged
 		if target != e.name && d.isPresent(target) {
 			continue
 		}
-		var data []byte
-		var err error
-		if e.dec.Intent != nil {
-			data, err = accessor.EncodeIntent(e.dec.Intent)
-		} else {
-			data, err = accessor.EncodePulledRecord(e.dec.Record)
-		}
+		data, err := accessor.Encode(e.dec)
 		if err == nil {
 			err = d.put(target, data, !s.opts.noSync)
 		}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/pullrecords/pullrecords/accessor"
 )
 
 // PruneUnknownRecords deletes the pulled records last updated strictly
@@ -31,7 +33,10 @@ func (m *PullManager) PruneUnknownRecords(ctx context.Context, imageList []strin
 		if _, ok := keep[rec.ImageRef]; ok || !rec.LastUpdatedTime.Time.Before(until) {
 			continue
 		}
-		if err := m.pruneOne(logger, rec.ImageRef, until); err != nil {
+		olderThanUntil := func(current *accessor.ImagePulledRecord) (bool, error) {
+			return current.LastUpdatedTime.Time.Before(until), nil
+		}
+		if err := m.pruneOne(logger, rec.ImageRef, olderThanUntil); err != nil {
 			logger.Error(err, "Failed to remove an image pulled record", "imageRef", rec.ImageRef)
 		}
 	}
@@ -45,39 +50,29 @@ func (m *PullManager) PruneUnknownRecords(ctx context.Context, imageList []strin
 // the runtime before it writes its record, so its record is kept. A pull
 // that finishes after the delete writes a fresh record.
 func (m *PullManager) PruneImagePulledRecord(ctx context.Context, imageRef string, imageGone func(context.Context) (bool, error)) error {
-	logger := klog.FromContext(ctx)
-	unlock := m.pulledLocks.Lock(imageRef)
-	defer unlock()
-	_, found, err := m.readRecord(imageRef)
-	if err != nil {
-		return fmt.Errorf("re-reading the record before removing it: %w", err)
-	}
-	if !found {
-		return nil
-	}
-	gone, err := imageGone(ctx)
-	if err != nil {
-		return fmt.Errorf("checking that the image is gone: %w", err)
-	}
-	if !gone {
-		return nil
-	}
-	if err := m.records.DeleteImagePulledRecord(logger, imageRef); err != nil {
-		return err
-	}
-	m.metrics.updateCounts(m.counter)
-	return nil
+	return m.pruneOne(klog.FromContext(ctx), imageRef, func(*accessor.ImagePulledRecord) (bool, error) {
+		gone, err := imageGone(ctx)
+		if err != nil {
+			return false, fmt.Errorf("checking that the image is gone: %w", err)
+		}
+		return gone, nil
+	})
 }
 
-func (m *PullManager) pruneOne(logger klog.Logger, imageRef string, until time.Time) error {
+// pruneOne deletes the record of imageRef if it still exists and stale says
+// so, both decided under the record's lock on a fresh read.
+func (m *PullManager) pruneOne(logger klog.Logger, imageRef string, stale func(*accessor.ImagePulledRecord) (bool, error)) error {
 	unlock := m.pulledLocks.Lock(imageRef)
 	defer unlock()
 	current, found, err := m.readRecord(imageRef)
 	if err != nil {
 		return fmt.Errorf("re-reading the record before removing it: %w", err)
 	}
-	if !found || !current.LastUpdatedTime.Time.Before(until) {
+	if !found {
 		return nil
+	}
+	if ok, err := stale(current); err != nil || !ok {
+		return err
 	}
 	if err := m.records.DeleteImagePulledRecord(logger, imageRef); err != nil {
 		return err
