@@ -1,8 +1,6 @@
 package fsstore
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/pullrecords/pullrecords/accessor"
+	"github.com/pullrecords/pullrecords/internal/atomicfile"
 )
 
 // dir is one of the store's two directories.
@@ -278,80 +277,27 @@ func (d *dir) invalidate() {
 	d.mu.Unlock()
 }
 
-// tempName returns a fresh temporary name for a write of name. The kubelet
-// ignores it twice over: it does not start with "sha256-" and ends in ".tmp".
-func tempName(name string) string {
-	var r [8]byte
-	rand.Read(r[:])
-	return "." + name + "." + hex.EncodeToString(r[:]) + tempSuffix
-}
-
-// put writes data to name atomically: a unique temporary file in the same
-// directory is written, synced and closed, then renamed onto name, and the
+// put writes data to name with atomicfile.Replace: a unique temporary file
+// in the same directory (".<name>.<random>.tmp", a name the kubelet ignores
+// twice over) is written, synced and closed, then renamed onto name, and the
 // directory is synced. On failure the temporary file is removed (best
-// effort); name then holds its old content or, if the rename happened, the
-// new one.
+// effort); name then holds its old content or, if the rename happened (the
+// error then matches accessor.ErrNotDurable), the new one.
 func (d *dir) put(name string, data []byte, sync bool) error {
+	if len(data) > maxFileSize {
+		// Every read would refuse it as corrupt: refuse it now, before
+		// the disk is touched, rather than acknowledge an unreadable write.
+		return fmt.Errorf("%w: encoding is %d bytes, the limit is %d", accessor.ErrTooLarge, len(data), maxFileSize)
+	}
 	d.invalidate()
-	tmp, err := d.writeTemp(name, data, sync)
-	if err != nil {
-		return err
+	err := atomicfile.Replace(atomicDir{d.fs}, name, data, atomicfile.Options{Perm: filePerm, NoSync: !sync})
+	if err == nil || errors.Is(err, atomicfile.ErrNotDurable) {
+		d.setPresent(name, true)
 	}
-	if err := d.fs.Rename(tmp, name); err != nil {
-		d.fs.Remove(tmp)
-		return err
+	if errors.Is(err, atomicfile.ErrNotDurable) {
+		return fmt.Errorf("%w: %w", accessor.ErrNotDurable, err)
 	}
-	d.setPresent(name, true)
-	if sync {
-		if err := d.fs.SyncDir(); err != nil {
-			return fmt.Errorf("%w: syncing directory: %w", accessor.ErrNotDurable, err)
-		}
-	}
-	return nil
-}
-
-func (d *dir) writeTemp(name string, data []byte, sync bool) (string, error) {
-	var (
-		tmp string
-		f   fsFile
-		err error
-	)
-	for range 3 {
-		tmp = tempName(name)
-		f, err = d.fs.CreateExcl(tmp)
-		if !errors.Is(err, fs.ErrExist) {
-			break
-		}
-	}
-	if err != nil {
-		return "", err
-	}
-	fail := func(err error) (string, error) {
-		f.Close()
-		d.fs.Remove(tmp)
-		return "", err
-	}
-	// The create mode is subject to the umask; the kubelet's files are 0600.
-	if err := f.Chmod(filePerm); err != nil {
-		return fail(err)
-	}
-	n, err := f.Write(data)
-	if err == nil && n < len(data) {
-		err = io.ErrShortWrite
-	}
-	if err != nil {
-		return fail(err)
-	}
-	if sync {
-		if err := f.Sync(); err != nil {
-			return fail(err)
-		}
-	}
-	if err := f.Close(); err != nil {
-		d.fs.Remove(tmp)
-		return "", err
-	}
-	return tmp, nil
+	return err
 }
 
 // remove deletes name; a missing file is not an error.

@@ -4,6 +4,8 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
+
+	"github.com/pullrecords/pullrecords/internal/atomicfile"
 )
 
 // dirFS is every file-system operation the store performs on the data in one
@@ -41,28 +43,22 @@ type fsFile interface {
 }
 
 // rootDir is the real dirFS: every operation goes through an os.Root opened
-// on the directory, so no name can reach outside it, and the directory is
-// held open for fsync.
+// on the directory (atomicfile.Root), so no name can reach outside it, and
+// the directory is held open for fsync.
 type rootDir struct {
-	root *os.Root
-	dir  *os.File
+	*atomicfile.Root
 }
 
 func openRootDir(parent *os.Root, name string) (*rootDir, error) {
-	r, err := parent.OpenRoot(name)
+	r, err := atomicfile.OpenIn(parent, name)
 	if err != nil {
 		return nil, err
 	}
-	d, err := r.Open(".")
-	if err != nil {
-		r.Close()
-		return nil, err
-	}
-	return &rootDir{root: r, dir: d}, nil
+	return &rootDir{Root: r}, nil
 }
 
 func (d *rootDir) ReadDir() ([]fs.DirEntry, error) {
-	f, err := d.root.Open(".")
+	f, err := d.OSRoot().Open(".")
 	if err != nil {
 		return nil, err
 	}
@@ -70,29 +66,26 @@ func (d *rootDir) ReadDir() ([]fs.DirEntry, error) {
 	return f.ReadDir(-1)
 }
 
-func (d *rootDir) Lstat(name string) (fs.FileInfo, error) { return d.root.Lstat(name) }
+func (d *rootDir) Lstat(name string) (fs.FileInfo, error) { return d.OSRoot().Lstat(name) }
 
 func (d *rootDir) OpenRead(name string) (fsFile, error) {
 	// O_NONBLOCK so that a FIFO planted in the directory cannot hang the
 	// open; it has no effect on regular files.
-	return d.root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	return d.OSRoot().OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 }
 
 func (d *rootDir) CreateExcl(name string) (fsFile, error) {
-	return d.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, filePerm)
+	return d.OSRoot().OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, filePerm)
 }
 
-func (d *rootDir) Rename(oldname, newname string) error { return d.root.Rename(oldname, newname) }
+// atomicDir presents a dirFS as the atomicfile.Dir that atomicfile.Replace
+// writes through, so faults injected into the dirFS reach the writes.
+type atomicDir struct{ dirFS }
 
-func (d *rootDir) Remove(name string) error { return d.root.Remove(name) }
-
-func (d *rootDir) SyncDir() error { return d.dir.Sync() }
-
-func (d *rootDir) Close() error {
-	err1 := d.dir.Close()
-	err2 := d.root.Close()
-	if err1 != nil {
-		return err1
+func (a atomicDir) CreateExcl(name string, _ fs.FileMode) (atomicfile.File, error) {
+	f, err := a.dirFS.CreateExcl(name)
+	if err != nil {
+		return nil, err
 	}
-	return err2
+	return f, nil
 }
