@@ -171,8 +171,13 @@ func (d *dir) get(name string) (dec accessor.Decoded, found bool, err error) {
 	return dec, true, nil
 }
 
-// scan lists the record file names in the directory and the names of stray
-// temporary files. Sub-directories are skipped.
+// scan lists the names of the directory's record entries and of its stray
+// temporary files. A record entry is any entry whose name the kubelet would
+// read ("sha256-…" not ending in ".tmp"), whatever its type: a
+// sub-directory, FIFO, socket, device or symbolic link under such a name is
+// listed too, and reads report it as corrupt (ErrNotRegular), so that no
+// list, and no cache built from one, can take its key for absent. A
+// sub-directory is never a temporary file to remove.
 func (d *dir) scan() (names, temps []string, err error) {
 	entries, err := d.fs.ReadDir()
 	if err != nil {
@@ -180,12 +185,11 @@ func (d *dir) scan() (names, temps []string, err error) {
 	}
 	for _, e := range entries {
 		name := e.Name()
-		if e.IsDir() {
-			continue
-		}
 		switch {
 		case strings.HasSuffix(name, tempSuffix):
-			temps = append(temps, name)
+			if !e.IsDir() {
+				temps = append(temps, name)
+			}
 		case strings.HasPrefix(name, namePrefix):
 			names = append(names, name)
 		}

@@ -3,6 +3,7 @@ package fsstore
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -168,32 +169,110 @@ func TestSymlinkedRecordIsNeverReadThrough(t *testing.T) {
 	}
 }
 
-func TestNonRegularEntriesAreNotRead(t *testing.T) {
+// plantNonRegular makes path a non-regular entry of the given kind.
+func plantNonRegular(t *testing.T, kind, path string) {
+	t.Helper()
+	var err error
+	switch kind {
+	case "directory":
+		err = os.Mkdir(path, 0o700)
+	case "non-empty directory":
+		if err = os.Mkdir(path, 0o700); err == nil {
+			err = os.WriteFile(filepath.Join(path, "x"), []byte("x"), 0o600)
+		}
+	case "fifo":
+		err = syscall.Mkfifo(path, 0o600)
+	case "socket":
+		err = syscall.Mknod(path, syscall.S_IFSOCK|0o600, 0)
+	case "symlink to a directory":
+		err = os.Symlink(".", path)
+	case "dangling symlink":
+		err = os.Symlink("nowhere", path)
+	default:
+		t.Fatalf("unknown kind %q", kind)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+var nonRegularKinds = []string{"directory", "non-empty directory", "fifo", "socket", "symlink to a directory", "dangling symlink"}
+
+// Any entry under a record name that is not a regular file is corrupt on
+// every read path: point reads, the open-time snapshot and later lists, of
+// records and of intents, whether the store is writable or read-only.
+func TestNonRegularEntriesAreCorruptEverywhere(t *testing.T) {
+	for _, kind := range nonRegularKinds {
+		for _, ro := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/readOnly=%v", kind, ro), func(t *testing.T) {
+				kubeletDir := t.TempDir()
+				openStore(t, kubeletDir, WithoutSync()).Close()
+				const ref, image = "sha256:bad", "registry.example.com/app:bad"
+				plantNonRegular(t, kind, filepath.Join(recordsPath(kubeletDir), FileName(ref)))
+				plantNonRegular(t, kind, filepath.Join(intentsPath(kubeletDir), FileName(image)))
+				good := testRecord(1)
+				writeRaw(t, filepath.Join(recordsPath(kubeletDir), FileName(good.ImageRef)), mustEncodeRecord(t, good))
+				writeRaw(t, filepath.Join(intentsPath(kubeletDir), FileName("good")), mustEncodeIntent(t, "good"))
+				opts := []Option{WithoutSync()}
+				if ro {
+					opts = append(opts, WithReadOnly())
+				}
+				s := openStore(t, kubeletDir, opts...)
+
+				if _, found, err := s.GetImagePulledRecord(ref); !found || !errors.Is(err, ErrNotRegular) || !isCorrupt(err) {
+					t.Errorf("Get = %v, %v; want found and a CorruptRecordError with ErrNotRegular", found, err)
+				}
+				if ok, err := s.ImagePullIntentExists(image); ok || !errors.Is(err, ErrNotRegular) || !isCorrupt(err) {
+					t.Errorf("ImagePullIntentExists = %v, %v; want a CorruptRecordError with ErrNotRegular", ok, err)
+				}
+				for round := range 2 { // the open-time snapshot, then the disk
+					recs, err := s.ListImagePulledRecords()
+					if len(recs) != 1 || !isListOfOne(err, FileName(ref)) {
+						t.Errorf("records list %d: %d records, %v; want the good one and a ListError naming %s", round, len(recs), err, FileName(ref))
+					}
+					intents, err := s.ListImagePullIntents()
+					if len(intents) != 1 || !isListOfOne(err, FileName(image)) {
+						t.Errorf("intents list %d: %d intents, %v; want the good one and a ListError naming %s", round, len(intents), err, FileName(image))
+					}
+				}
+				// Counted, like every entry under a record name.
+				if s.CountImagePulledRecords() != 2 || s.CountImagePullIntents() != 2 {
+					t.Errorf("counts %d, %d; want 2, 2", s.CountImagePulledRecords(), s.CountImagePullIntents())
+				}
+			})
+		}
+	}
+}
+
+func isCorrupt(err error) bool {
+	var ce *accessor.CorruptRecordError
+	return errors.As(err, &ce)
+}
+
+// isListOfOne says whether err is a ListError with exactly one error, a
+// not-regular CorruptRecordError for name.
+func isListOfOne(err error, name string) bool {
+	var le *accessor.ListError
+	if !errors.As(err, &le) || len(le.Errs) != 1 {
+		return false
+	}
+	var ce *accessor.CorruptRecordError
+	return errors.As(le.Errs[0], &ce) && filepath.Base(ce.Path) == name && errors.Is(ce, ErrNotRegular)
+}
+
+// A sub-directory under a temporary name is not a record, and the sweep at
+// open leaves it alone.
+func TestTempNamedDirectoryIsIgnored(t *testing.T) {
 	kubeletDir := t.TempDir()
 	openStore(t, kubeletDir, WithoutSync()).Close()
-	pulled := recordsPath(kubeletDir)
-	fifoRef := "fifo"
-	if err := syscall.Mkfifo(filepath.Join(pulled, FileName(fifoRef)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	dirRef := "dir"
-	if err := os.Mkdir(filepath.Join(pulled, FileName(dirRef)), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	p := filepath.Join(recordsPath(kubeletDir), FileName("x")+tempSuffix)
+	plantNonRegular(t, "non-empty directory", p)
 	s := openStore(t, kubeletDir, WithoutSync())
-	for _, ref := range []string{fifoRef, dirRef} {
-		_, found, err := s.GetImagePulledRecord(ref)
-		if !found || !errors.Is(err, ErrNotRegular) {
-			t.Errorf("Get(%s) = %v, %v; want found and ErrNotRegular", ref, found, err)
-		}
+	if _, err := s.ListImagePulledRecords(); err != nil {
+		t.Errorf("list = %v", err)
 	}
-	// The list does not hang on the FIFO; the directory is skipped.
-	for round := range 2 { // the open-time snapshot, then the disk
-		_, err := s.ListImagePulledRecords()
-		var le *accessor.ListError
-		if !errors.As(err, &le) || len(le.Errs) != 1 || !errors.Is(err, ErrNotRegular) {
-			t.Errorf("list %d: %v, want one not-regular error (the FIFO)", round, err)
-		}
+	if _, err := os.Lstat(p); err != nil {
+		t.Errorf("the sweep touched the directory: %v", err)
 	}
 }
 
