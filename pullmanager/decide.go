@@ -136,7 +136,7 @@ func (m *PullManager) decide(ctx context.Context, image, imageRef string, getPod
 		tr.step(StepNoRecord, checkRecordExists, "yes")
 	}
 	// Step 7.
-	key, hit, err := normalizeCached(image)
+	key, hit, err := m.mappingKey(image)
 	if metrics != nil {
 		metrics.nameLookup(hit)
 	}
@@ -251,7 +251,7 @@ func sameCoordinates(a, b *accessor.ImagePullSecret) bool {
 // countsAsPulled reports whether the record read for the imageRef makes the
 // image "pulled by the kubelet". Upstream, any record does. With
 // WithPreloadedImageProtection (kubernetes#138175), only a record with a
-// mapping entry for the image's normalised name does; an unparsable name
+// mapping entry for the image's mapping key does; an unparsable name
 // keeps the upstream answer.
 func (m *PullManager) countsAsPulled(image string, rec *accessor.ImagePulledRecord, found bool) bool {
 	if !found || !m.protectPreloaded {
@@ -263,7 +263,7 @@ func (m *PullManager) countsAsPulled(image string, rec *accessor.ImagePulledReco
 	if len(rec.CredentialMapping) == 0 {
 		return true
 	}
-	key, _, err := normalizeCached(image)
+	key, _, err := m.mappingKey(image)
 	if err != nil {
 		return true
 	}

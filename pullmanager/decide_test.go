@@ -27,6 +27,7 @@ type decisionRow struct {
 	policy     VerificationPolicy
 	allowlist  []string
 	protect    bool
+	normalized bool // WithNormalizedImageNames
 	record     *accessor.ImagePulledRecord
 	intent     string // stored intent
 	inFlight   string // RecordPullIntent made by this process
@@ -89,9 +90,20 @@ func decisionRows() []decisionRow {
 		{name: "step 9: node-wide entry, credentials never asked", step: 9, policy: AlwaysVerify,
 			record: rec(refA, t0, map[string]accessor.ImagePullCredentials{keyX: {NodePodsAccessible: true}}),
 			image:  imgX, imageRef: refA, want: false, wantResult: ResultCredentialRecordFound},
-		{name: "step 9: familiar name matches the normalised key", step: 9, policy: AlwaysVerify,
+		{name: "step 8: a short name is not keyed by its fully qualified name", step: 8, policy: AlwaysVerify,
 			record: rec(refA, t0, map[string]accessor.ImagePullCredentials{"docker.io/library/busybox": {NodePodsAccessible: true}}),
-			image:  "busybox", imageRef: refA, want: false, wantResult: ResultCredentialRecordFound},
+			image:  "busybox", imageRef: refA, want: true, wantResult: ResultMustAuthenticate},
+		{name: "step 9: a short name matches its raw key, tag cut", step: 9, policy: AlwaysVerify,
+			record: rec(refA, t0, map[string]accessor.ImagePullCredentials{"busybox": {NodePodsAccessible: true}}),
+			image:  "busybox:1.36", imageRef: refA, want: false, wantResult: ResultCredentialRecordFound},
+		{name: "step 9: normalised names: familiar name matches the fully qualified key", step: 9, policy: AlwaysVerify,
+			normalized: true,
+			record:     rec(refA, t0, map[string]accessor.ImagePullCredentials{"docker.io/library/busybox": {NodePodsAccessible: true}}),
+			image:      "busybox", imageRef: refA, want: false, wantResult: ResultCredentialRecordFound},
+		{name: "step 8: normalised names: the raw key is not looked up", step: 8, policy: AlwaysVerify,
+			normalized: true,
+			record:     rec(refA, t0, map[string]accessor.ImagePullCredentials{"busybox": {NodePodsAccessible: true}}),
+			image:      "busybox", imageRef: refA, want: true, wantResult: ResultMustAuthenticate},
 		{name: "step 10: entry without credentials", step: 10, policy: AlwaysVerify,
 			record: rec(refA, t0, map[string]accessor.ImagePullCredentials{keyX: {}}),
 			image:  imgX, imageRef: refA, want: true, wantResult: ResultMustAuthenticate},
@@ -185,7 +197,7 @@ func newDecisionManager(t *testing.T, tc decisionRow) (*PullManager, *fakeStore,
 	}
 	metrics := NewMetrics()
 	m, clk := newTestManager(t, store, mustPolicy(t, tc.policy, tc.allowlist...),
-		WithMetrics(metrics), WithPreloadedImageProtection(tc.protect))
+		WithMetrics(metrics), WithPreloadedImageProtection(tc.protect), WithNormalizedImageNames(tc.normalized))
 	if tc.inFlight != "" {
 		if err := m.RecordPullIntent(logger, tc.inFlight); err != nil {
 			t.Fatal(err)

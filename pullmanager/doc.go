@@ -26,7 +26,7 @@
 //     for the imageRef, an in-flight pull of the image string in this
 //     process, or a stored intent for it; the policy is asked before the
 //     record's content; no record, no mapping entry for the image's
-//     normalised name, or an entry without credentials mean "must pull"; a
+//     mapping key, or an entry without credentials mean "must pull"; a
 //     node-wide entry means "no pull"; only then are the pod's credentials
 //     fetched (lazily, once); a pod secret is accepted when its hash equals a
 //     cached non-empty hash, or when its UID, namespace and name equal a
@@ -51,8 +51,14 @@
 //     an explanation never holds a credential hash. NewImagePullManager with
 //     a nil ImageLister writes nothing, so a manager over a read-only store
 //     can explain.
-//   - Policies and allowlist behave as the kubelet's; allowlist entries match
-//     the normalised image name (kubernetes#137629).
+//   - Mapping keys are the kubelet's (v1.37): the pod's image string with
+//     only its tag and digest cut, never normalised (MappingKey), so
+//     "busybox:1.36" is keyed "busybox" and "library/busybox:1" is keyed
+//     "library/busybox". Records written here read the same in a stock
+//     kubelet and the other way round, spelling for spelling.
+//   - Policies and allowlist behave as the kubelet's: allowlist patterns are
+//     not normalised and are matched against the image's mapping key (the
+//     raw string when it does not parse), exactly, then by "/*" prefix.
 //
 // # Deliberate differences from the kubelet
 //
@@ -63,12 +69,21 @@
 //     pass the limit when another pull added secrets in between.
 //   - Lock stripes are picked with hash % len(stripes) and any stripe count
 //     is accepted (kubernetes#138935: a count above 31 panicked).
-//   - Start-up recovery normalises both the leftover intent strings and the
-//     runtime's RepoTags/RepoDigests before matching them, so the intent
-//     "busybox" matches "docker.io/library/busybox:latest". Upstream compares
-//     raw strings and keeps such intents for ever, which marks the image as
-//     pulled by the kubelet. As upstream, counters are not rebuilt and
-//     intents that match nothing stay.
+//   - Opt-in, off by default: WithNormalizedImageNames keys mappings by the
+//     fully qualified repository name ("busybox", "library/busybox:1" and
+//     "docker.io/library/busybox@sha256:…" share "docker.io/library/busybox")
+//     and normalises both sides of start-up recovery, so the intent "busybox"
+//     matches the runtime's "docker.io/library/busybox:latest" instead of
+//     staying for ever. WithNormalizedAllowlist does the same for allowlist
+//     matching (kubernetes#137629). The security argument: every spelling of
+//     one normalised name names the same repository on the same registry, so
+//     a pull with any of them asks the registry for the same credentials;
+//     sharing an entry grants nothing a pull would refuse. The cost is
+//     compatibility: a stock kubelet looks short names up under other keys,
+//     so after switching a node in either direction pods using short names
+//     re-pull (IfNotPresent) or fail with ErrImageNeverPull (Never) until
+//     their records are rewritten. Use them only where no stock kubelet
+//     shares the directory.
 //   - PruneUnknownRecords lists without a lock, then deletes record by record
 //     under each record's own lock after re-reading it (a record refreshed
 //     meanwhile is kept). Upstream holds every record lock for the whole
@@ -84,7 +99,7 @@
 //     accessor.RecordCounter (O(1)), never from a directory scan.
 //   - WithPreloadedImageProtection (default off) fixes kubernetes#138175: a
 //     pulled record for the imageRef whose mapping has entries for other
-//     names but none for the requested image's normalised name does not
+//     names but none for the requested image's mapping key does not
 //     count as "pulled by the kubelet" (an intent for the image string
 //     still does, and so does a record with no mapping at all: start-up
 //     recovery and credential-less pulls write those to mean "re-verify"). So an image
@@ -119,7 +134,7 @@
 // concurrent use (every PullRecordsAccessor is) and its records immutable
 // once handed out; intents of other processes sharing the store are not
 // covered (nor are they upstream, whose locks are per process). Intent
-// counters are atomics in a sync.Map; normalised names and allowlist results
+// counters are atomics in a sync.Map; mapping keys and allowlist results
 // come from bounded, lock-free caches, so a check parses an image string at
 // most once.
 //

@@ -93,7 +93,7 @@ const (
 	checkFailSafe     = "fail safe"
 	checkPolicy       = "credential verification policy"
 	checkRecordExists = "pulled record exists"
-	checkName         = "normalised image name"
+	checkName         = "credential mapping key"
 	checkPodCreds     = "pod credentials (looked up only now)"
 	checkSecrets      = "pod secrets against recorded secrets"
 	checkAccounts     = "pod service account against recorded ones"

@@ -47,7 +47,7 @@ func ExamplePullManager_ExplainImagePull() {
 	//  3 pulled record for the imageRef: found (last updated 2026-03-02T09:00:00Z): pulled by the kubelet
 	//  5 credential verification policy: NeverVerifyPreloadedImages requires verification
 	//  6 pulled record exists: yes
-	//  7 normalised image name: registry.example.com/team-a/api
+	//  7 credential mapping key: registry.example.com/team-a/api
 	//  8 credentials recorded for registry.example.com/team-a/api: 1 secret(s), 0 service account(s), node-wide false
 	// 11 pod credentials (looked up only now): 1 secret(s), service account none
 	// 12 pod secrets against recorded secrets: no pod secret matches a recorded secret or its credential

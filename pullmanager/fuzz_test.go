@@ -5,36 +5,44 @@ import (
 	"testing"
 )
 
-// FuzzAllowlist checks the allowlist rules against each other: an accepted
-// exact pattern is its own normalised name and allowlists exactly that name;
-// an accepted wildcard pattern allowlists names under its prefix; nothing
-// panics.
+// FuzzAllowlist checks the allowlist rules against each other, in both
+// modes: an accepted exact pattern is its own name (MappingKey, or
+// NormalizeImageName with WithNormalizedAllowlist) and allowlists exactly
+// the images with that name; an accepted wildcard pattern allowlists names
+// under its prefix; nothing panics.
 func FuzzAllowlist(f *testing.F) {
 	for _, s := range []string{"docker.io/library/alpine", "registry.example/*", "alpine", "/*", "a/*", "image.repo/pokus*", " x", "test.io/test/image1:tagged"} {
-		f.Add(s, "alpine:3")
+		f.Add(s, "alpine:3", false)
+		f.Add(s, "docker.io/library/alpine:3", true)
 	}
-	f.Fuzz(func(t *testing.T, pattern, image string) {
-		err := ValidateAllowlist([]string{pattern})
-		p, perr := NewImagePullCredentialVerificationPolicy(NeverVerifyAllowlistedImages, []string{pattern})
+	f.Fuzz(func(t *testing.T, pattern, image string, normalized bool) {
+		validate, nameOf := ValidateAllowlist, MappingKey
+		var opts []PolicyOption
+		if normalized {
+			validate, nameOf = ValidateNormalizedAllowlist, NormalizeImageName
+			opts = append(opts, WithNormalizedAllowlist())
+		}
+		err := validate([]string{pattern})
+		p, perr := NewImagePullCredentialVerificationPolicy(NeverVerifyAllowlistedImages, []string{pattern}, opts...)
 		if (err == nil) != (perr == nil) {
-			t.Fatalf("ValidateAllowlist(%q) = %v but the constructor says %v", pattern, err, perr)
+			t.Fatalf("validation of %q = %v but the constructor says %v", pattern, err, perr)
 		}
 		if err != nil {
 			return
 		}
 		if prefix, ok := strings.CutSuffix(pattern, "*"); ok {
-			if name, nerr := NormalizeImageName(image); nerr == nil && strings.HasPrefix(name, prefix) && p.RequireCredentialVerificationForImage(image, true) {
+			if name, nerr := nameOf(image); nerr == nil && strings.HasPrefix(name, prefix) && p.RequireCredentialVerificationForImage(image, true) {
 				t.Fatalf("%q under wildcard %q is not allowlisted", image, pattern)
 			}
 			return
 		}
-		if name, nerr := NormalizeImageName(pattern); nerr != nil || name != pattern {
-			t.Fatalf("accepted pattern %q normalises to %q, %v", pattern, name, nerr)
+		if name, nerr := nameOf(pattern); nerr != nil || name != pattern {
+			t.Fatalf("accepted pattern %q has the name %q, %v", pattern, name, nerr)
 		}
 		if p.RequireCredentialVerificationForImage(pattern, false) {
 			t.Fatalf("pattern %q does not allowlist itself", pattern)
 		}
-		if name, nerr := NormalizeImageName(image); nerr == nil && name != pattern && !p.RequireCredentialVerificationForImage(image, false) {
+		if name, nerr := nameOf(image); nerr == nil && name != pattern && !p.RequireCredentialVerificationForImage(image, false) {
 			t.Fatalf("%q (%q) allowlisted by unrelated pattern %q", image, name, pattern)
 		}
 	})

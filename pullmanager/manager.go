@@ -25,6 +25,10 @@ type PullManager struct {
 	clock            clock.PassiveClock
 	metrics          *Metrics
 	protectPreloaded bool
+	// normalizedNames is the opt-in WithNormalizedImageNames mode;
+	// mappingKey is MappingKey, or NormalizeImageName in that mode.
+	normalizedNames bool
+	mappingKey      keyFunc
 
 	// intentLocks serialise changes to the intent of one image string;
 	// pulledLocks serialise changes to the record of one imageRef. No code
@@ -68,8 +72,13 @@ func NewImagePullManager(ctx context.Context, records accessor.PullRecordsAccess
 		clock:            o.clock,
 		metrics:          o.metrics,
 		protectPreloaded: o.protectPreloaded,
+		normalizedNames:  o.normalizedNames,
+		mappingKey:       upstreamKeyCached,
 		intentLocks:      keylock.New(o.lockStripes),
 		pulledLocks:      keylock.New(o.lockStripes),
+	}
+	if o.normalizedNames {
+		m.mappingKey = normalizeCached
 	}
 	m.peeker, _ = records.(accessor.RecordPeeker)
 	m.counter, _ = records.(accessor.RecordCounter)
@@ -114,7 +123,7 @@ func (m *PullManager) RecordImagePulled(ctx context.Context, image, imageRef str
 // lock: a missing (or unreadable) record is created, an existing one is
 // merged with creds and written only if something changed.
 func (m *PullManager) writeRecordIfChanged(logger klog.Logger, image, imageRef string, creds *accessor.ImagePullCredentials) error {
-	key, _, err := normalizeCached(image)
+	key, _, err := m.mappingKey(image)
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/pullrecords/pullrecords/accessor"
 	"github.com/pullrecords/pullrecords/fsstore"
-	"github.com/pullrecords/pullrecords/memstore"
 )
 
 var modelSeed = flag.Uint64("model.seed", 0, "seed for TestModel (0: the fixed seeds)")
@@ -81,18 +80,35 @@ func (f *failingStore) WriteImagePulledRecord(l klog.Logger, r *accessor.ImagePu
 }
 
 // The model universe: image strings, their runtime reference form, their
-// mapping key and the content they resolve to. app:v1 and mirror/app:v1 are
-// the same content under two names (kubernetes#138175).
-type modelImage struct{ raw, canonical, key, ref string }
+// mapping key as the kubelet computes it (the raw string with tag and
+// digest cut), their key in the WithNormalizedImageNames mode, and the
+// content they resolve to. app:v1 and mirror/app:v1 are the same content
+// under two names (kubernetes#138175); the busybox spellings are the short
+// forms pod specs use, several of them naming the same content.
+type modelImage struct{ raw, canonical, key, normalizedKey, ref string }
+
+const modelDigest = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 
 var universe = []modelImage{
-	{"busybox", "docker.io/library/busybox:latest", "docker.io/library/busybox", "sha256:bb"},
-	{"docker.io/library/busybox:latest", "docker.io/library/busybox:latest", "docker.io/library/busybox", "sha256:bb"},
-	{"busybox:1.36", "docker.io/library/busybox:1.36", "docker.io/library/busybox", "sha256:bb136"},
-	{"registry.example/team/app:v1", "registry.example/team/app:v1", "registry.example/team/app", "sha256:app1"},
-	{"other.example/mirror/app:v1", "other.example/mirror/app:v1", "other.example/mirror/app", "sha256:app1"},
-	{"registry.example/team/app:v2", "registry.example/team/app:v2", "registry.example/team/app", "sha256:app2"},
-	{"registry.example/private/db:1", "registry.example/private/db:1", "registry.example/private/db", "sha256:db"},
+	{"busybox", "docker.io/library/busybox:latest", "busybox", "docker.io/library/busybox", "sha256:bb"},
+	{"docker.io/library/busybox:latest", "docker.io/library/busybox:latest", "docker.io/library/busybox", "docker.io/library/busybox", "sha256:bb"},
+	{"docker.io/busybox", "docker.io/library/busybox:latest", "docker.io/busybox", "docker.io/library/busybox", "sha256:bb"},
+	{"busybox:1.36", "docker.io/library/busybox:1.36", "busybox", "docker.io/library/busybox", "sha256:bb136"},
+	{"library/busybox:1.36", "docker.io/library/busybox:1.36", "library/busybox", "docker.io/library/busybox", "sha256:bb136"},
+	{"busybox:1.36@" + modelDigest, "docker.io/library/busybox@" + modelDigest, "busybox", "docker.io/library/busybox", "sha256:bb136"},
+	{"localhost:5000/x/y:1", "localhost:5000/x/y:1", "localhost:5000/x/y", "localhost:5000/x/y", "sha256:xy"},
+	{"registry.example/team/app:v1", "registry.example/team/app:v1", "registry.example/team/app", "registry.example/team/app", "sha256:app1"},
+	{"other.example/mirror/app:v1", "other.example/mirror/app:v1", "other.example/mirror/app", "other.example/mirror/app", "sha256:app1"},
+	{"registry.example/team/app:v2", "registry.example/team/app:v2", "registry.example/team/app", "registry.example/team/app", "sha256:app2"},
+	{"registry.example/private/db:1", "registry.example/private/db:1", "registry.example/private/db", "registry.example/private/db", "sha256:db"},
+}
+
+// keyOf is im's mapping key in the model's mode.
+func (md *model) keyOf(im modelImage) string {
+	if md.normalized {
+		return im.normalizedKey
+	}
+	return im.key
 }
 
 var (
@@ -100,7 +116,7 @@ var (
 	modelHashes       = []string{"h1", "h2", ""}
 	modelSAs          = []accessor.ImagePullServiceAccount{sa("sa1", "a", "default"), sa("sa2", "b", "default"), sa("sa3", "a", "builder")}
 	modelPolicies     = []VerificationPolicy{NeverVerify, NeverVerifyPreloadedImages, NeverVerifyAllowlistedImages, AlwaysVerify}
-	modelAllowlist    = []string{"registry.example/team/*", "docker.io/library/busybox"}
+	modelAllowlist    = []string{"registry.example/team/*", "docker.io/library/busybox", "localhost:5000/x/y"}
 )
 
 type modelEntry struct {
@@ -116,11 +132,12 @@ type modelRecord struct {
 
 // model is the reference: facts §4 and §5 written as plainly as possible.
 type model struct {
-	protect bool
-	records map[string]*modelRecord
-	files   map[string]bool // stored intents
-	counts  map[string]int  // in-flight pulls in this process
-	present map[string]bool // runtime: canonical reference -> present
+	protect    bool
+	normalized bool // WithNormalizedImageNames and WithNormalizedAllowlist
+	records    map[string]*modelRecord
+	files      map[string]bool // stored intents
+	counts     map[string]int  // in-flight pulls in this process
+	present    map[string]bool // runtime: canonical reference -> present
 }
 
 func (md *model) policy(p VerificationPolicy, key string, pulled bool) bool {
@@ -132,7 +149,10 @@ func (md *model) policy(p VerificationPolicy, key string, pulled bool) bool {
 	case AlwaysVerify:
 		return true
 	}
-	return !(key == "docker.io/library/busybox" || strings.HasPrefix(key, "registry.example/team/"))
+	// The allowlist (modelAllowlist) matches the key: a pattern without
+	// wildcard names exactly one key, so "busybox" is not allowlisted by
+	// "docker.io/library/busybox" unless names are normalised.
+	return !(key == "docker.io/library/busybox" || key == "localhost:5000/x/y" || strings.HasPrefix(key, "registry.example/team/"))
 }
 
 func (md *model) apply(ref, key string, c *accessor.ImagePullCredentials, now time.Time) {
@@ -244,7 +264,7 @@ func (md *model) check(p VerificationPolicy, im modelImage, ref string, secrets 
 		// With kubernetes#138175 protection, only a mapping for other
 		// names says "preloaded under this one"; a record without any
 		// mapping (recovery, credential-less pull) still counts as pulled.
-		_, pulled = r.entries[im.key]
+		_, pulled = r.entries[md.keyOf(im)]
 	}
 	if !pulled {
 		if md.counts[im.raw] > 0 {
@@ -255,13 +275,13 @@ func (md *model) check(p VerificationPolicy, im modelImage, ref string, secrets 
 			pulled = md.files[im.raw]
 		}
 	}
-	if !md.policy(p, im.key, pulled) {
+	if !md.policy(p, md.keyOf(im), pulled) {
 		return modelCheck{want: false, allowedBy: "policy"}
 	}
 	if r == nil {
 		return modelCheck{want: true}
 	}
-	e := r.entries[im.key]
+	e := r.entries[md.keyOf(im)]
 	if e == nil {
 		return modelCheck{want: true}
 	}
@@ -284,7 +304,7 @@ func (md *model) check(p VerificationPolicy, im modelImage, ref string, secrets 
 		_, coordsMatch := e.secrets[[3]string{ps.UID, ps.Namespace, ps.Name}]
 		if hashMatch || coordsMatch {
 			if !fail["WriteImagePulledRecord"] {
-				md.apply(ref, im.key, &accessor.ImagePullCredentials{KubernetesSecrets: []accessor.ImagePullSecret{ps}}, now)
+				md.apply(ref, md.keyOf(im), &accessor.ImagePullCredentials{KubernetesSecrets: []accessor.ImagePullSecret{ps}}, now)
 			}
 			return modelCheck{want: false, credsAsked: true, allowedBy: "secret"}
 		}
@@ -337,10 +357,13 @@ func contains(list []string, s string) bool {
 // needed" unless the policy exempts the image.
 func TestModel(t *testing.T) {
 	type variant struct {
-		name     string
-		ops      int
-		protect  bool
-		newStore func(t *testing.T) func() accessor.PullRecordsAccessor
+		name    string
+		ops     int
+		protect bool
+		// normalized runs the manager with WithNormalizedImageNames and the
+		// allowlist with WithNormalizedAllowlist.
+		normalized bool
+		newStore   func(t *testing.T) func() accessor.PullRecordsAccessor
 	}
 	fake := func(t *testing.T) func() accessor.PullRecordsAccessor {
 		s := newFakeStore()
@@ -349,22 +372,16 @@ func TestModel(t *testing.T) {
 	disk := func(t *testing.T) func() accessor.PullRecordsAccessor {
 		dir := t.TempDir()
 		return func() accessor.PullRecordsAccessor {
-			fs, err := fsstore.New(logr.Discard(), dir, fsstore.WithoutSync())
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, err := memstore.NewCache(logr.Discard(), fs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return c
+			return openDiskStore(t, dir, fsstore.WithoutSync())
 		}
 	}
 	variants := []variant{
-		{"fake store", 10_000, false, fake},
-		{"fake store, kubernetes#138175 protection", 10_000, true, fake},
-		{"memstore cache over fsstore", 2_000, false, disk},
-		{"memstore cache over fsstore, protection", 1_000, true, disk},
+		{"fake store", 10_000, false, false, fake},
+		{"fake store, kubernetes#138175 protection", 10_000, true, false, fake},
+		{"fake store, normalised names", 5_000, false, true, fake},
+		{"memstore cache over fsstore", 2_000, false, false, disk},
+		{"memstore cache over fsstore, protection", 1_000, true, false, disk},
+		{"memstore cache over fsstore, protection, normalised names", 1_000, true, true, disk},
 	}
 	for i, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
@@ -373,17 +390,17 @@ func TestModel(t *testing.T) {
 				seed = *modelSeed
 			}
 			t.Logf("seed %d (rerun with -model.seed=%d)", seed, seed)
-			runModel(t, seed, v.ops, v.protect, v.newStore(t))
+			runModel(t, seed, v.ops, v.protect, v.normalized, v.newStore(t))
 		})
 	}
 }
 
-func runModel(t *testing.T, seed uint64, ops int, protect bool, open func() accessor.PullRecordsAccessor) {
+func runModel(t *testing.T, seed uint64, ops int, protect, normalized bool, open func() accessor.PullRecordsAccessor) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	ctx := klog.NewContext(context.Background(), logr.Discard())
 	logger := klog.FromContext(ctx)
 	clk := testingclock.NewFakeClock(t0)
-	md := &model{protect: protect, records: map[string]*modelRecord{}, files: map[string]bool{}, counts: map[string]int{}, present: map[string]bool{}}
+	md := &model{protect: protect, normalized: normalized, records: map[string]*modelRecord{}, files: map[string]bool{}, counts: map[string]int{}, present: map[string]bool{}}
 	for _, im := range universe { // some images are preloaded
 		if rng.IntN(3) == 0 {
 			md.present[im.canonical] = true
@@ -395,13 +412,21 @@ func runModel(t *testing.T, seed uint64, ops int, protect bool, open func() acce
 		if p == NeverVerifyAllowlistedImages {
 			allow = modelAllowlist
 		}
-		policies[p] = mustPolicy(t, p, allow...)
+		var opts []PolicyOption
+		if normalized {
+			opts = append(opts, WithNormalizedAllowlist())
+		}
+		e, err := NewImagePullCredentialVerificationPolicy(p, allow, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		policies[p] = e
 	}
 	pol := &switchPolicy{cur: policies[AlwaysVerify]}
 	fs := &failingStore{fail: map[string]bool{}}
 	start := func() *PullManager {
 		fs.PullRecordsAccessor = open()
-		m, err := NewImagePullManager(ctx, fs, pol, modelRuntime{md}, WithClock(clk), WithPreloadedImageProtection(protect))
+		m, err := NewImagePullManager(ctx, fs, pol, modelRuntime{md}, WithClock(clk), WithPreloadedImageProtection(protect), WithNormalizedImageNames(normalized))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -439,13 +464,13 @@ func runModel(t *testing.T, seed uint64, ops int, protect bool, open func() acce
 		md.present[im.canonical] = true
 		c := randCreds()
 		m.RecordImagePulled(ctx, im.raw, im.ref, c)
-		if fs.fail["WriteImagePulledRecord"] && md.wouldWrite(im.ref, im.key, c) {
+		if fs.fail["WriteImagePulledRecord"] && md.wouldWrite(im.ref, md.keyOf(im), c) {
 			return // the record write failed: the intent is kept
 		}
 		if fs.fail["GetImagePulledRecord"] {
 			delete(md.records, im.ref) // unreadable: overwritten with a fresh record
 		}
-		md.apply(im.ref, im.key, c, clk.Now())
+		md.apply(im.ref, md.keyOf(im), c, clk.Now())
 		md.decrement(im.raw, fs.fail)
 	}
 	checks, allowed := 0, 0
@@ -591,20 +616,32 @@ func (md *model) decrement(image string, fail map[string]bool) {
 	delete(md.counts, image)
 }
 
-// recover is start-up recovery: intents whose canonical reference the
-// runtime has become empty records (if none exists) and are deleted.
+// recover is start-up recovery: intents the runtime now has become empty
+// records (if none exists) and are deleted. As the kubelet, an intent
+// matches only when its raw string is one of the runtime's references (the
+// canonical forms); in the normalised mode, when its canonical form is.
 func (md *model) recover(now time.Time) {
 	canon := map[string]modelImage{}
 	for _, im := range universe {
 		canon[im.raw] = im
 	}
+	refOf := map[string]string{} // runtime reference -> image ID
+	for _, im := range universe {
+		if md.present[im.canonical] {
+			refOf[im.canonical] = im.ref
+		}
+	}
 	for image := range md.files {
-		im := canon[image]
-		if !md.present[im.canonical] {
+		lookup := image
+		if md.normalized {
+			lookup = canon[image].canonical
+		}
+		ref, ok := refOf[lookup]
+		if !ok {
 			continue
 		}
-		if md.records[im.ref] == nil {
-			md.records[im.ref] = &modelRecord{updated: now.Truncate(time.Second), entries: map[string]*modelEntry{}}
+		if md.records[ref] == nil {
+			md.records[ref] = &modelRecord{updated: now.Truncate(time.Second), entries: map[string]*modelEntry{}}
 		}
 		delete(md.files, image)
 	}

@@ -9,6 +9,7 @@ type options struct {
 	clock            clock.PassiveClock
 	metrics          *Metrics
 	protectPreloaded bool
+	normalizedNames  bool
 	lockStripes      int
 }
 
@@ -34,13 +35,34 @@ func WithMetrics(m *Metrics) Option {
 
 // WithPreloadedImageProtection turns on the fix for kubernetes#138175 (default
 // off, as upstream): a pulled record for the imageRef that has no credential
-// mapping entry for the requested image's normalised name does not make the
+// mapping entry for the requested image's mapping key does not make the
 // image "pulled by the kubelet" for the policy. Then a preloaded image stays
 // usable under its preloaded name after a credentialed pull of the same
 // content under another name. See the package documentation for the
 // trade-off.
 func WithPreloadedImageProtection(on bool) Option {
 	return func(o *options) { o.protectPreloaded = on }
+}
+
+// WithNormalizedImageNames (default off, as upstream) keys credential
+// mappings by the fully qualified repository name (NormalizeImageName)
+// instead of the kubelet's raw string with tag and digest cut (MappingKey),
+// and matches leftover intents against the runtime's tags in normalised form
+// at start-up. Then "busybox", "library/busybox:1" and
+// "docker.io/library/busybox@sha256:…" share one mapping entry, so a secret
+// recorded for one spelling serves a pod that writes another: the same
+// repository on the same registry, so the same credentials would be asked
+// for, and nothing is granted that a pull would refuse.
+//
+// It is not compatible with the kubelet: records written in this mode carry
+// keys the kubelet never looks up for short names, and records the kubelet
+// wrote with short-name keys are not found here. After a switch in either
+// direction, pods using short names re-pull under IfNotPresent and fail
+// with ErrImageNeverPull under Never until their records are rewritten. Use
+// it only on nodes where no stock kubelet reads or writes the same
+// directory.
+func WithNormalizedImageNames(on bool) Option {
+	return func(o *options) { o.normalizedNames = on }
 }
 
 // WithLockStripes sets how many lock stripes guard per-key writes (values

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/distribution/reference"
 	"k8s.io/klog/v2"
 )
 
@@ -36,12 +35,35 @@ func (f PolicyFunc) RequireCredentialVerificationForImage(image string, imagePul
 	return f(image, imagePulledByKubelet)
 }
 
+// PolicyOption configures NewImagePullCredentialVerificationPolicy.
+type PolicyOption func(*policyOptions)
+
+type policyOptions struct {
+	normalizedNames bool
+}
+
+// WithNormalizedAllowlist (opt-in; upstream does not) validates allowlist
+// patterns and matches pods' images by fully qualified repository name
+// (NormalizeImageName), so the pattern "docker.io/library/alpine" matches a
+// pod asking for "alpine:3" (kubernetes#137629). Patterns must then be fully
+// qualified: "alpine" is refused. Without it, patterns and images are
+// compared as the kubelet v1.37 compares them: the raw string with tag and
+// digest cut (MappingKey), so "alpine:3" matches only the pattern "alpine".
+// It changes only the allowlist policy.
+func WithNormalizedAllowlist() PolicyOption {
+	return func(o *policyOptions) { o.normalizedNames = true }
+}
+
 // NewImagePullCredentialVerificationPolicy returns the enforcer for p. An
 // allowlist is only accepted with NeverVerifyAllowlistedImages (the kubelet's
 // configuration validation rule) and every pattern must pass
 // ValidateAllowlist. Errors match ErrUnknownPolicy, ErrAllowlistNotAllowed or
 // ErrInvalidAllowlistPattern.
-func NewImagePullCredentialVerificationPolicy(p VerificationPolicy, allowlist []string) (ImagePullPolicyEnforcer, error) {
+func NewImagePullCredentialVerificationPolicy(p VerificationPolicy, allowlist []string, opts ...PolicyOption) (ImagePullPolicyEnforcer, error) {
+	var o policyOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if p != NeverVerifyAllowlistedImages && len(allowlist) > 0 {
 		switch p {
 		case NeverVerify, NeverVerifyPreloadedImages, AlwaysVerify:
@@ -56,7 +78,7 @@ func NewImagePullCredentialVerificationPolicy(p VerificationPolicy, allowlist []
 	case AlwaysVerify:
 		return alwaysVerifyPolicy{}, nil
 	case NeverVerifyAllowlistedImages:
-		return newAllowlistPolicy(allowlist)
+		return newAllowlistPolicy(allowlist, o.normalizedNames)
 	default:
 		return nil, fmt.Errorf("%w: %q", ErrUnknownPolicy, string(p))
 	}
@@ -81,20 +103,35 @@ func (neverVerifyPreloadedPolicy) String() string { return string(NeverVerifyPre
 func (alwaysVerifyPolicy) RequireCredentialVerificationForImage(string, bool) bool { return true }
 func (alwaysVerifyPolicy) String() string                                          { return string(AlwaysVerify) }
 
-// ValidateAllowlist checks allowlist patterns with the kubelet's rules:
+// ValidateAllowlist checks allowlist patterns with the kubelet's rules
+// (v1.37):
 //   - no leading or trailing white space;
-//   - a wildcard only as a final "/*" after at least a registry host
+//   - a wildcard only as a final "/*" after at least one character
 //     ("registry.example/*", "registry.example/team/*"), and no other "*";
-//   - any other pattern must be a fully qualified repository name without tag
-//     or digest, exactly as distribution/reference normalises it
-//     ("docker.io/library/alpine", not "alpine" nor "alpine:3").
+//   - any other pattern must parse as an image reference and carry neither
+//     tag nor digest; it is not normalised, so "alpine",
+//     "library/alpine" and "docker.io/library/alpine" are three valid and
+//     different patterns.
 //
 // Every invalid pattern is reported; each error matches
-// ErrInvalidAllowlistPattern.
+// ErrInvalidAllowlistPattern. ValidateNormalizedAllowlist applies the
+// stricter rules of WithNormalizedAllowlist.
 func ValidateAllowlist(patterns []string) error {
+	return validateAllowlist(patterns, false)
+}
+
+// ValidateNormalizedAllowlist checks patterns for WithNormalizedAllowlist:
+// the rules of ValidateAllowlist, and a pattern without wildcard must be a
+// fully qualified repository name as NormalizeImageName gives it
+// ("docker.io/library/alpine", not "alpine").
+func ValidateNormalizedAllowlist(patterns []string) error {
+	return validateAllowlist(patterns, true)
+}
+
+func validateAllowlist(patterns []string, normalized bool) error {
 	var errs []error
 	for _, p := range patterns {
-		if _, _, err := parseAllowlistPattern(p); err != nil {
+		if _, _, err := parseAllowlistPattern(p, normalized); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -103,7 +140,7 @@ func ValidateAllowlist(patterns []string) error {
 
 // parseAllowlistPattern returns the pattern's exact name or, for a wildcard
 // pattern, its prefix (ending in "/").
-func parseAllowlistPattern(p string) (value string, wildcard bool, err error) {
+func parseAllowlistPattern(p string, normalized bool) (value string, wildcard bool, err error) {
 	bad := func(why string) (string, bool, error) {
 		return "", false, fmt.Errorf("%w %q: %s", ErrInvalidAllowlistPattern, p, why)
 	}
@@ -120,15 +157,24 @@ func parseAllowlistPattern(p string) (value string, wildcard bool, err error) {
 		}
 		return prefix, true, nil
 	}
+	if p == "" {
+		return bad("empty pattern")
+	}
 	if strings.Contains(p, "*") {
 		return bad("a wildcard is only allowed as a final /* path segment")
 	}
-	named, err := reference.ParseNormalizedNamed(p)
+	name, err := MappingKey(p)
+	if normalized {
+		name, err = NormalizeImageName(p)
+	}
 	if err != nil {
 		return bad(err.Error())
 	}
-	if named.Name() != p {
-		return bad(fmt.Sprintf("must be a fully qualified image name without tag or digest (%q)", named.Name()))
+	if name != p {
+		if normalized {
+			return bad(fmt.Sprintf("must be a fully qualified image name without tag or digest (%q)", name))
+		}
+		return bad("neither tag nor digest is accepted in an allowlist pattern")
 	}
 	return p, false, nil
 }
@@ -139,16 +185,28 @@ const allowlistCacheSize = 1 << 14
 type allowlistPolicy struct {
 	exact    map[string]struct{}
 	prefixes []string
-	matches  *boundedCache[bool]
+	// nameOf gives the name an image is matched by: MappingKey, or
+	// NormalizeImageName with WithNormalizedAllowlist.
+	nameOf     keyFunc
+	normalized bool
+	matches    *boundedCache[bool]
 }
 
-func newAllowlistPolicy(patterns []string) (*allowlistPolicy, error) {
-	if err := ValidateAllowlist(patterns); err != nil {
+func newAllowlistPolicy(patterns []string, normalized bool) (*allowlistPolicy, error) {
+	if err := validateAllowlist(patterns, normalized); err != nil {
 		return nil, err
 	}
-	a := &allowlistPolicy{exact: make(map[string]struct{}), matches: newBoundedCache[bool](allowlistCacheSize)}
+	a := &allowlistPolicy{
+		exact:      make(map[string]struct{}),
+		nameOf:     upstreamKeyCached,
+		normalized: normalized,
+		matches:    newBoundedCache[bool](allowlistCacheSize),
+	}
+	if normalized {
+		a.nameOf = normalizeCached
+	}
 	for _, p := range patterns {
-		v, wildcard, _ := parseAllowlistPattern(p)
+		v, wildcard, _ := parseAllowlistPattern(p, normalized)
 		if wildcard {
 			a.prefixes = append(a.prefixes, v)
 		} else {
@@ -158,8 +216,8 @@ func newAllowlistPolicy(patterns []string) (*allowlistPolicy, error) {
 	return a, nil
 }
 
-// RequireCredentialVerificationForImage is true unless image's normalised
-// name is allowlisted. Who pulled the image does not matter.
+// RequireCredentialVerificationForImage is true unless image is
+// allowlisted. Who pulled the image does not matter.
 func (a *allowlistPolicy) RequireCredentialVerificationForImage(image string, _ bool) bool {
 	return !a.allowed(image)
 }
@@ -167,18 +225,25 @@ func (a *allowlistPolicy) RequireCredentialVerificationForImage(image string, _ 
 // String returns the policy's name, NeverVerifyAllowlistedImages.
 func (a *allowlistPolicy) String() string { return string(NeverVerifyAllowlistedImages) }
 
-// allowed matches image's normalised name (kubernetes#137629: the raw pod
-// string, with tag, used to be compared) exactly, then by prefix. An image
-// that does not parse is not allowlisted.
+// allowed matches image's name (see WithNormalizedAllowlist) exactly, then
+// by prefix. As upstream, an image string that does not parse is matched as
+// it is; with WithNormalizedAllowlist it is not allowlisted.
 func (a *allowlistPolicy) allowed(image string) bool {
 	if v, ok := a.matches.get(image); ok {
 		return *v
 	}
-	ok := false
-	name, _, err := normalizeCached(image)
+	name, _, err := a.nameOf(image)
 	if err != nil {
-		klog.Background().V(2).Info("Image name does not parse, it is not allowlisted", "image", image, "err", err)
-	} else if _, exact := a.exact[name]; exact {
+		if a.normalized {
+			klog.Background().V(2).Info("Image name does not parse, it is not allowlisted", "image", image, "err", err)
+			ok := false
+			a.matches.put(image, &ok)
+			return false
+		}
+		name = image
+	}
+	ok := false
+	if _, exact := a.exact[name]; exact {
 		ok = true
 	} else {
 		for _, prefix := range a.prefixes {

@@ -12,17 +12,43 @@ func TestPolicies(t *testing.T) {
 		want   bool
 	}
 	tests := []struct {
-		policy    VerificationPolicy
-		allowlist []string
-		probes    []probe
+		name       string
+		policy     VerificationPolicy
+		allowlist  []string
+		normalized bool
+		probes     []probe
 	}{
 		{policy: NeverVerify, probes: []probe{{imgX, true, false}, {imgX, false, false}}},
 		{policy: NeverVerifyPreloadedImages, probes: []probe{{imgX, true, true}, {imgX, false, false}}},
 		{policy: AlwaysVerify, probes: []probe{{imgX, true, true}, {imgX, false, true}}},
-		{policy: NeverVerifyAllowlistedImages,
-			allowlist: []string{"docker.io/library/alpine", "registry.example/team/*", "quay.example/*"},
+		{name: "upstream names", policy: NeverVerifyAllowlistedImages,
+			allowlist: []string{"docker.io/library/alpine", "registry.example/team/*", "quay.example/*", "busybox", "library/nginx"},
 			probes: []probe{
 				// The pulled-by-kubelet flag is ignored both ways.
+				{"registry.example/team/app:v1", true, false},
+				{"registry.example/other/app:v1", false, true},
+				// As the kubelet v1.37: the raw string with tag and digest
+				// cut, no normalisation.
+				{"alpine", true, true},
+				{"alpine:3.20", false, true},
+				{"docker.io/library/alpine:3.20", false, false},
+				{"docker.io/library/alpine@sha256:0123456789012345678901234567890123456789012345678901234567890123", false, false},
+				{"busybox", false, false},
+				{"busybox:1.36@sha256:0123456789012345678901234567890123456789012345678901234567890123", true, false},
+				{"docker.io/library/busybox", false, true},
+				{"library/nginx:1", false, false},
+				{"nginx:1", false, true},
+				{"docker.io/library/alpine-extra", false, true},
+				{"quay.example/a/b/c:tag", true, false},
+				{"quay.example.evil/a:tag", false, true},
+				{"registry.example/team", false, true},
+				// An unparsable name is matched as it is (best effort).
+				{"Not/Valid:Name", false, true},
+				{"quay.example/Not:Valid", false, false},
+			}},
+		{name: "normalised names", policy: NeverVerifyAllowlistedImages, normalized: true,
+			allowlist: []string{"docker.io/library/alpine", "registry.example/team/*", "quay.example/*"},
+			probes: []probe{
 				{"registry.example/team/app:v1", true, false},
 				{"registry.example/other/app:v1", false, true},
 				// kubernetes#137629: familiar names match their normalised form.
@@ -35,11 +61,20 @@ func TestPolicies(t *testing.T) {
 				{"registry.example/team", false, true},
 				// Unparsable names are not allowlisted.
 				{"Not/Valid:Name", false, true},
+				{"quay.example/Not:Valid", false, true},
 			}},
 	}
 	for _, tc := range tests {
-		t.Run(string(tc.policy), func(t *testing.T) {
-			p, err := NewImagePullCredentialVerificationPolicy(tc.policy, tc.allowlist)
+		name := string(tc.policy)
+		if tc.name != "" {
+			name += "/" + tc.name
+		}
+		t.Run(name, func(t *testing.T) {
+			var opts []PolicyOption
+			if tc.normalized {
+				opts = append(opts, WithNormalizedAllowlist())
+			}
+			p, err := NewImagePullCredentialVerificationPolicy(tc.policy, tc.allowlist, opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -65,7 +100,7 @@ func TestPolicyConstructorErrors(t *testing.T) {
 		{"empty", "", nil, ErrUnknownPolicy},
 		{"allowlist with preloaded", NeverVerifyPreloadedImages, []string{"docker.io/library/alpine"}, ErrAllowlistNotAllowed},
 		{"allowlist with always", AlwaysVerify, []string{"docker.io/library/alpine"}, ErrAllowlistNotAllowed},
-		{"bad pattern", NeverVerifyAllowlistedImages, []string{"alpine"}, ErrInvalidAllowlistPattern},
+		{"bad pattern", NeverVerifyAllowlistedImages, []string{"alpine:3"}, ErrInvalidAllowlistPattern},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -73,6 +108,9 @@ func TestPolicyConstructorErrors(t *testing.T) {
 				t.Errorf("error = %v, want %v", err, tc.want)
 			}
 		})
+	}
+	if _, err := NewImagePullCredentialVerificationPolicy(NeverVerifyAllowlistedImages, []string{"alpine"}, WithNormalizedAllowlist()); !errors.Is(err, ErrInvalidAllowlistPattern) {
+		t.Errorf("short name with WithNormalizedAllowlist: error = %v, want ErrInvalidAllowlistPattern", err)
 	}
 	if _, err := NewImagePullCredentialVerificationPolicy(NeverVerifyAllowlistedImages, nil); err != nil {
 		t.Errorf("empty allowlist: %v", err)
@@ -88,6 +126,10 @@ func TestValidateAllowlist(t *testing.T) {
 		"registry.example/team/*",
 		"registry.example:5000/app",
 		"a/*",
+		// Not normalised, as the kubelet v1.37: three different patterns.
+		"alpine",
+		"library/alpine",
+		"localhost:5000/app",
 	}
 	invalid := []string{
 		"image.repo/pokus*/imagename",
@@ -101,9 +143,9 @@ func TestValidateAllowlist(t *testing.T) {
 		"test.io/test/image1@sha256:0123456789012345678901234567890123456789012345678901234567890123",
 		"test.io/test/image1 ",
 		" test.io/test/image1",
-		"alpine",
-		"library/alpine",
 		"registry.example/**",
+		"Upper/Case",
+		"alpine:3",
 	}
 	for _, p := range valid {
 		if err := ValidateAllowlist([]string{p}); err != nil {
@@ -117,6 +159,15 @@ func TestValidateAllowlist(t *testing.T) {
 	}
 	if err := ValidateAllowlist(append(append([]string{}, valid...), invalid...)); err == nil {
 		t.Error("mixed list accepted")
+	}
+	// WithNormalizedAllowlist wants fully qualified names.
+	for _, p := range []string{"alpine", "library/alpine", "docker.io/alpine", "alpine:3"} {
+		if err := ValidateNormalizedAllowlist([]string{p}); !errors.Is(err, ErrInvalidAllowlistPattern) {
+			t.Errorf("ValidateNormalizedAllowlist(%q) = %v, want ErrInvalidAllowlistPattern", p, err)
+		}
+	}
+	if err := ValidateNormalizedAllowlist([]string{"docker.io/library/alpine", "registry.example/*"}); err != nil {
+		t.Errorf("ValidateNormalizedAllowlist: %v", err)
 	}
 }
 

@@ -8,17 +8,18 @@ import (
 )
 
 // initialize is the start-up recovery of leftover intents (kubelet
-// behaviour, with normalised matching). An intent left by a previous process
+// behaviour). An intent left by a previous process
 // means a pull may have finished without being recorded. Every leftover
 // intent whose image the runtime now has becomes a pulled record for the
 // runtime's image ID with no credentials (an existing record is left as it
 // is), and the intent is then deleted. Intents matching nothing stay. Intent
 // counters are not rebuilt.
 //
-// Upstream compares the raw intent string with the runtime's RepoTags and
-// RepoDigests, so "busybox" never matches "docker.io/library/busybox:latest"
-// and such intents are kept for ever (kubernetes issue, facts §11.3). Here
-// both sides are normalised first.
+// As upstream, the raw intent string must equal one of the runtime's
+// RepoTags or RepoDigests, so "busybox" never matches
+// "docker.io/library/busybox:latest" and such an intent stays, marking the
+// image as pulled by the kubelet. With WithNormalizedImageNames both sides
+// are normalised first, so such intents are converted too.
 func (m *PullManager) initialize(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	intents, err := m.records.ListImagePullIntents()
@@ -40,7 +41,7 @@ func (m *PullManager) initialize(ctx context.Context) {
 	for _, img := range images {
 		for _, refs := range [][]string{img.RepoTags, img.RepoDigests} {
 			for _, r := range refs {
-				for _, form := range referenceForms(r) {
+				for _, form := range m.referenceForms(r) {
 					if _, dup := idByRef[form]; !dup {
 						idByRef[form] = img.ID
 					}
@@ -50,7 +51,7 @@ func (m *PullManager) initialize(ctx context.Context) {
 	}
 	for _, intent := range intents {
 		id := ""
-		for _, form := range referenceForms(intent.Image) {
+		for _, form := range m.referenceForms(intent.Image) {
 			if v, ok := idByRef[form]; ok {
 				id = v
 				break
@@ -70,12 +71,15 @@ func (m *PullManager) initialize(ctx context.Context) {
 }
 
 // referenceForms returns the strings under which ref is matched at start-up:
-// ref itself, its normalised form with the default tag added when it has
+// ref itself and, with WithNormalizedImageNames only, its normalised form with the default tag added when it has
 // neither tag nor digest ("busybox" -> "docker.io/library/busybox:latest"),
 // and, when it has a digest, "name@digest" (so "busybox:1@sha256:…" matches
 // the runtime's "docker.io/library/busybox@sha256:…").
-func referenceForms(ref string) []string {
+func (m *PullManager) referenceForms(ref string) []string {
 	forms := []string{ref}
+	if !m.normalizedNames {
+		return forms
+	}
 	named, err := reference.ParseNormalizedNamed(ref)
 	if err != nil {
 		return forms

@@ -9,65 +9,86 @@ import (
 	"github.com/pullrecords/pullrecords/accessor"
 )
 
-// TestStartupRecovery covers facts §4.7 with normalised matching (the
-// upstream kubelet leaks intents such as "busybox", facts §11.3).
+// TestStartupRecovery covers start-up recovery (upstream
+// image_pull_manager.go, initialize) in both modes: as the kubelet, an
+// intent must equal a runtime tag or digest reference exactly, so "busybox"
+// stays; with WithNormalizedImageNames both sides are normalised first and
+// it is recovered.
 func TestStartupRecovery(t *testing.T) {
 	const digest = "sha256:0123456789012345678901234567890123456789012345678901234567890123"
-	store := newFakeStore()
-	for _, img := range []string{
-		"busybox",                             // matches a normalised tag (upstream: leaked)
-		"docker.io/library/nginx:1.27",        // exact tag (upstream matches too)
-		"registry.example/team/app@" + digest, // digest
-		"quay.example/x/y:1@" + digest,        // tag+digest matches the digest form
-		"never-pulled:1",                      // matches nothing: stays
-		"Bad:Name",                            // unparsable, matches nothing: stays
-		"with-record",                         // existing record is left unchanged
-	} {
-		store.intents[img] = true
+	tests := []struct {
+		name       string
+		normalized bool
+		left       []string // intents left
+		recovered  []string // image IDs given an empty record
+	}{
+		{name: "upstream", left: []string{"Bad:Name", "busybox", "never-pulled:1", "quay.example/x/y:1@" + digest, "with-record"},
+			recovered: []string{"sha256:nginx", "sha256:app"}},
+		{name: "normalised names", normalized: true, left: []string{"Bad:Name", "never-pulled:1"},
+			recovered: []string{"sha256:busybox", "sha256:nginx", "sha256:app", "sha256:y"}},
 	}
-	existing := rec("sha256:rec", t0, map[string]accessor.ImagePullCredentials{"docker.io/library/with-record": {NodePodsAccessible: true}})
-	store.records["sha256:rec"] = existing.ForStorage()
-	images := &fakeImages{images: []Image{
-		{ID: "sha256:busybox", RepoTags: []string{"docker.io/library/busybox:latest"}},
-		{ID: "sha256:nginx", RepoTags: []string{"docker.io/library/nginx:1.27"}},
-		{ID: "sha256:app", RepoDigests: []string{"registry.example/team/app@" + digest}},
-		{ID: "sha256:y", RepoDigests: []string{"quay.example/x/y@" + digest}},
-		{ID: "sha256:rec", RepoTags: []string{"docker.io/library/with-record:latest"}},
-	}}
-	ctx, _ := testCtx(t)
-	metrics := NewMetrics()
-	m, err := NewImagePullManager(ctx, store, mustPolicy(t, AlwaysVerify), images, WithMetrics(metrics))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var left []string
-	for img := range store.intents {
-		left = append(left, img)
-	}
-	if diff := cmp.Diff([]string{"Bad:Name", "never-pulled:1"}, left, cmpSorted); diff != "" {
-		t.Errorf("intents left (-want +got):\n%s", diff)
-	}
-	for _, id := range []string{"sha256:busybox", "sha256:nginx", "sha256:app", "sha256:y"} {
-		r := store.record(id)
-		if r == nil {
-			t.Errorf("no record for %s", id)
-			continue
-		}
-		if len(r.CredentialMapping) != 0 {
-			t.Errorf("record %s has credentials %v, want an empty mapping", id, r.CredentialMapping)
-		}
-	}
-	if diff := cmp.Diff(existing.ForStorage(), store.record("sha256:rec")); diff != "" {
-		t.Errorf("existing record changed (-want +got):\n%s", diff)
-	}
-	if m.intents.get("busybox") != 0 {
-		t.Error("counters must not be rebuilt")
-	}
-	if got := counterValue(metrics.intents); got != 2 {
-		t.Errorf("intent gauge = %v, want 2", got)
-	}
-	if got := counterValue(metrics.records); got != 5 {
-		t.Errorf("record gauge = %v, want 5", got)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			store := newFakeStore()
+			for _, img := range []string{
+				"busybox",                             // equals no runtime reference; its normalised form does
+				"docker.io/library/nginx:1.27",        // exact tag
+				"registry.example/team/app@" + digest, // exact digest reference
+				"quay.example/x/y:1@" + digest,        // tag+digest: only its normalised digest form matches
+				"never-pulled:1",                      // matches nothing: stays
+				"Bad:Name",                            // unparsable, matches nothing: stays
+				"with-record",                         // existing record is left unchanged
+			} {
+				store.intents[img] = true
+			}
+			existing := rec("sha256:rec", t0, map[string]accessor.ImagePullCredentials{"docker.io/library/with-record": {NodePodsAccessible: true}})
+			store.records["sha256:rec"] = existing.ForStorage()
+			images := &fakeImages{images: []Image{
+				{ID: "sha256:busybox", RepoTags: []string{"docker.io/library/busybox:latest"}},
+				{ID: "sha256:nginx", RepoTags: []string{"docker.io/library/nginx:1.27"}},
+				{ID: "sha256:app", RepoDigests: []string{"registry.example/team/app@" + digest}},
+				{ID: "sha256:y", RepoDigests: []string{"quay.example/x/y@" + digest}},
+				{ID: "sha256:rec", RepoTags: []string{"docker.io/library/with-record:latest"}},
+			}}
+			ctx, _ := testCtx(t)
+			metrics := NewMetrics()
+			m, err := NewImagePullManager(ctx, store, mustPolicy(t, AlwaysVerify), images, WithMetrics(metrics), WithNormalizedImageNames(tc.normalized))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var left []string
+			for img := range store.intents {
+				left = append(left, img)
+			}
+			if diff := cmp.Diff(tc.left, left, cmpSorted); diff != "" {
+				t.Errorf("intents left (-want +got):\n%s", diff)
+			}
+			for _, id := range tc.recovered {
+				r := store.record(id)
+				if r == nil {
+					t.Errorf("no record for %s", id)
+					continue
+				}
+				if len(r.CredentialMapping) != 0 {
+					t.Errorf("record %s has credentials %v, want an empty mapping", id, r.CredentialMapping)
+				}
+			}
+			if got, want := len(store.records), len(tc.recovered)+1; got != want {
+				t.Errorf("%d records, want %d", got, want)
+			}
+			if diff := cmp.Diff(existing.ForStorage(), store.record("sha256:rec")); diff != "" {
+				t.Errorf("existing record changed (-want +got):\n%s", diff)
+			}
+			if m.intents.get("busybox") != 0 {
+				t.Error("counters must not be rebuilt")
+			}
+			if got := counterValue(metrics.intents); got != float64(len(tc.left)) {
+				t.Errorf("intent gauge = %v, want %d", got, len(tc.left))
+			}
+			if got := counterValue(metrics.records); got != float64(len(tc.recovered)+1) {
+				t.Errorf("record gauge = %v, want %d", got, len(tc.recovered)+1)
+			}
+		})
 	}
 }
 
@@ -77,12 +98,13 @@ func TestStartupRecoveryErrors(t *testing.T) {
 	ctx, _ := testCtx(t)
 	img := &fakeImages{images: []Image{{ID: "sha256:b", RepoTags: []string{"docker.io/library/busybox:latest"}}}}
 
+	const busybox = "docker.io/library/busybox:latest"
 	store := newFakeStore()
-	store.intents["busybox"] = true
+	store.intents[busybox] = true
 	if _, err := NewImagePullManager(ctx, store, mustPolicy(t, AlwaysVerify), &fakeImages{err: errInjected}); err != nil {
 		t.Fatal(err)
 	}
-	if !store.hasIntent("busybox") {
+	if !store.hasIntent(busybox) {
 		t.Error("runtime list error: intent removed")
 	}
 
@@ -90,7 +112,7 @@ func TestStartupRecoveryErrors(t *testing.T) {
 	if _, err := NewImagePullManager(ctx, store, mustPolicy(t, AlwaysVerify), img); err != nil {
 		t.Fatal(err)
 	}
-	if !store.hasIntent("busybox") {
+	if !store.hasIntent(busybox) {
 		t.Error("record write failed: intent removed")
 	}
 	store.setFail("WriteImagePulledRecord", nil)
@@ -99,7 +121,7 @@ func TestStartupRecoveryErrors(t *testing.T) {
 	if _, err := NewImagePullManager(ctx, store, mustPolicy(t, AlwaysVerify), img); err != nil {
 		t.Fatal(err)
 	}
-	if store.record("sha256:b") == nil || !store.hasIntent("busybox") {
+	if store.record("sha256:b") == nil || !store.hasIntent(busybox) {
 		t.Error("delete failure: want record written and intent kept")
 	}
 	store.setFail("DeleteImagePullIntent", nil)

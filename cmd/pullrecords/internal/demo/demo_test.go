@@ -32,7 +32,7 @@ func runDemo(t testing.TB, noSync bool) ([]Event, Summary) {
 // the summary and the decisions that carry the story.
 func TestRun(t *testing.T) {
 	events, sum := runDemo(t, false)
-	want := Summary{Policy: policyDefault, Decisions: 19, MayUse: 11, MustPull: 8, Pulls: 14, PullsDenied: 4, Records: 7, Intents: 0, Files: 7}
+	want := Summary{Policy: policyDefault, Decisions: 19, MayUse: 10, MustPull: 9, Pulls: 15, PullsDenied: 4, Records: 7, Intents: 0, Files: 7}
 	if diff := cmp.Diff(want, sum, cmpopts.IgnoreFields(Summary{}, "Elapsed")); diff != "" {
 		t.Errorf("summary -want +got:\n%s", diff)
 	}
@@ -54,7 +54,7 @@ func TestRun(t *testing.T) {
 		{"team-a/api-2", "may use", 12, "running"},   // rotation
 		{"team-a/api-3", "may use", 12, "running"},   // same credential, other secret
 		{"team-c/tools-1", "may use", 13, "running"}, // service account
-		{"team-a/web", "may use", 9, "running"},      // anonymous pull is node-wide
+		{"team-a/web", "must pull", 8, "running"},    // another spelling is another mapping key, as in the kubelet
 		{"team-b/sidecar", "may use", 5, "running"},  // preloaded
 		{"team-b/snoop-2", "must pull", 8, "ErrImagePull"},
 		{"team-c/batch-1", "must pull", 8, "running"}, // recovered intent: re-verify

@@ -95,7 +95,7 @@ func (p *player) play() error {
 	p.start(withSA("team-c/tools-1"), imgTools)
 	p.start(withSecrets("team-a/tools", secretARot), imgTools)
 
-	p.act("Anonymous and preloaded images")
+	p.act("Anonymous and preloaded images; another spelling of a name is another mapping key, as in the kubelet")
 	p.start(Pod{Name: "team-b/web"}, imgNginx)
 	p.start(withSecrets("team-a/web", secretA), imgNginxFQ)
 	p.start(withSecrets("team-b/sidecar", secretB), imgPause)

@@ -49,7 +49,7 @@ func ExampleExplain() {
 	//  3 pulled record for the imageRef
 	//  5 credential verification policy
 	//  6 pulled record exists
-	//  7 normalised image name
+	//  7 credential mapping key
 	//  8 credentials recorded for registry.example.com/team-a/api
 	// 11 pod credentials (looked up only now)
 	// 12 pod secrets against recorded secrets

@@ -59,7 +59,7 @@ func fixture(t *testing.T) *memstore.Store {
 	for _, r := range []*accessor.ImagePulledRecord{
 		rec("ref-secret", map[string]accessor.ImagePullCredentials{nameA: secrets(secA)}),
 		rec("ref-sa", map[string]accessor.ImagePullCredentials{nameC: {KubernetesServiceAccounts: []accessor.ImagePullServiceAccount{saC}}}),
-		rec("ref-node", map[string]accessor.ImagePullCredentials{"docker.io/library/nginx": {NodePodsAccessible: true}}),
+		rec("ref-node", map[string]accessor.ImagePullCredentials{"nginx": {NodePodsAccessible: true}}),
 		rec("ref-tracked", nil),
 		rec("ref-empty-entry", map[string]accessor.ImagePullCredentials{nameA: {}}),
 		rec("ref-empty-hash", map[string]accessor.ImagePullCredentials{nameA: secrets(accessor.ImagePullSecret{UID: "uid-e", Namespace: "team-a", Name: "old"})}),
