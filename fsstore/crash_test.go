@@ -136,6 +136,7 @@ func TestCrashHelper(t *testing.T) {
 	if got := strings.Count(out.String(), "ack "); got != n {
 		t.Errorf("%d acknowledgements, want %d", got, n)
 	}
+	s.Close() // checkCrashState opens the store as the next writer
 	var want crashState
 	rng := rand.New(rand.NewSource(1))
 	for i := range n {

@@ -22,4 +22,10 @@ var (
 	// ErrUnsafeDir is returned by New, Inspect and Repair when one of the
 	// store's directories is a symbolic link or not a directory.
 	ErrUnsafeDir = errors.New("store directory is a symbolic link or not a directory")
+	// ErrLocked is matched by the *LockedError that New and Repair return
+	// when another writer holds the store's lock.
+	ErrLocked = errors.New("pull records are locked by another writer")
+	// ErrUnsafeLockFile is returned by New and Repair when the lock file is
+	// not a regular file with a single link (a symbolic link, say).
+	ErrUnsafeLockFile = errors.New("lock file is not a regular file with a single link")
 )

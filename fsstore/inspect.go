@@ -201,18 +201,27 @@ func inspectEntry(d *dir, name string, typ fs.FileMode) (fr FileReport, ok bool)
 // v1beta1 and resets bad modes to 0600 (files) and 0700 (directories). Each
 // entry is examined again before it is changed, so an entry fixed since r
 // was made is left alone. moved lists the moved entries as "<dir>/<name>".
-// Every change is synced to disk. Run it with the kubelet stopped.
+// Every change is synced to disk.
+//
+// Repair takes the store's lock for its duration, as a writable Store does:
+// while one is open it fails with a *LockedError (ErrLocked). Run it with the
+// kubelet stopped too: a stock kubelet takes no lock.
 func Repair(logger klog.Logger, kubeletDir string, r *Report) (moved []string, err error) {
-	if r == nil {
-		if r, err = Inspect(kubeletDir); err != nil {
-			return nil, err
-		}
-	}
 	root, err := openSafeRoot(kubeletDir)
 	if err != nil {
 		return nil, err
 	}
 	defer root.Close()
+	lock, err := lockStore(logger, root, kubeletDir)
+	if err != nil {
+		return nil, fmt.Errorf("repairing pull records in %s: %w", kubeletDir, err)
+	}
+	defer lock.Close()
+	if r == nil {
+		if r, err = Inspect(kubeletDir); err != nil {
+			return nil, err
+		}
+	}
 	dirs := map[string]*dir{}
 	for _, name := range []string{IntentsDir, RecordsDir} {
 		d, err := openInspectDir(root, kubeletDir, name)

@@ -87,6 +87,7 @@ type Store struct {
 	intents *dir
 	records *dir
 	locks   *keylock.Set // serialise writers and deleters of one file name
+	lock    *os.File     // holds the store's flock; nil when read-only
 
 	life   sync.RWMutex // held for reading by every operation, for writing by Close
 	closed bool
@@ -98,15 +99,23 @@ var (
 )
 
 // New opens the store in <kubeletDir>/image_manager, creating the directories
-// (0700, with parents) when they are missing. It reads both directories once:
-// it removes stray temporary files, rewrites v1alpha1 files as v1beta1, counts
-// the files and keeps what it decoded for the first list of each kind.
+// (0700, with parents) when they are missing.
+//
+// Unless read-only, it first takes the store's exclusive lock (LockFile):
+// if another writer, in this process or another, holds it, New fails at
+// once with a *LockedError (errors.Is(err, ErrLocked)). Close releases it;
+// it also dies with the process.
+//
+// It then reads both directories once: it removes stray temporary files and
+// rewrites v1alpha1 files as v1beta1 (both only when writable, under the
+// lock), counts the files and keeps what it decoded for the first list of
+// each kind.
 func New(logger klog.Logger, kubeletDir string, opts ...Option) (*Store, error) {
 	o := options{workers: runtime.GOMAXPROCS(0)}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	intentsFS, recordsFS, err := openDirs(kubeletDir, !o.readOnly, !o.noSync)
+	intentsFS, recordsFS, lock, err := openDirs(logger, kubeletDir, !o.readOnly, !o.noSync)
 	if err != nil {
 		return nil, fmt.Errorf("opening pull records in %s: %w", kubeletDir, err)
 	}
@@ -114,6 +123,7 @@ func New(logger klog.Logger, kubeletDir string, opts ...Option) (*Store, error) 
 	s := &Store{
 		opts:    o,
 		locks:   keylock.New(lockStripes),
+		lock:    lock,
 		intents: newDir(IntentsDir, filepath.Join(base, IntentsDir), accessor.KindImagePullIntent, "image pull intents", intentsFS),
 		records: newDir(RecordsDir, filepath.Join(base, RecordsDir), accessor.KindImagePulledRecord, "image pulled records", recordsFS),
 	}
@@ -125,40 +135,55 @@ func New(logger klog.Logger, kubeletDir string, opts ...Option) (*Store, error) 
 		if err := s.open(logger, d); err != nil {
 			s.intents.fs.Close()
 			s.records.fs.Close()
+			if lock != nil {
+				lock.Close()
+			}
 			return nil, fmt.Errorf("opening pull records in %s: %w", kubeletDir, err)
 		}
 	}
 	return s, nil
 }
 
-// openDirs makes sure the store's directories exist (creating them when
-// create is set) and are real directories, not symbolic links, and opens them.
-func openDirs(kubeletDir string, create, sync bool) (intents, records *rootDir, err error) {
-	if create {
+// openDirs makes sure the store's directories exist and are real
+// directories, not symbolic links, and opens them. When writable it creates
+// missing directories and takes the store's lock, returned as lock.
+func openDirs(logger klog.Logger, kubeletDir string, writable, sync bool) (intents, records *rootDir, lock *os.File, err error) {
+	if writable {
 		if err := mkdirAll(kubeletDir, sync); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	root, err := os.OpenRoot(kubeletDir)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defer root.Close()
 	for _, sub := range []string{DirName, DirName + "/" + IntentsDir, DirName + "/" + RecordsDir} {
-		if err := ensureDir(root, sub, create, sync); err != nil {
-			return nil, nil, err
+		if err := ensureDir(root, sub, writable, sync); err != nil {
+			return nil, nil, nil, err
 		}
+	}
+	if writable {
+		if lock, err = lockStore(logger, root, kubeletDir); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	fail := func(err error) (*rootDir, *rootDir, *os.File, error) {
+		if lock != nil {
+			lock.Close()
+		}
+		return nil, nil, nil, err
 	}
 	intents, err = openRootDir(root, DirName+"/"+IntentsDir)
 	if err != nil {
-		return nil, nil, err
+		return fail(err)
 	}
 	records, err = openRootDir(root, DirName+"/"+RecordsDir)
 	if err != nil {
 		intents.Close()
-		return nil, nil, err
+		return fail(err)
 	}
-	return intents, records, nil
+	return intents, records, lock, nil
 }
 
 // ensureDir checks that sub (a slash-separated path inside root) is a real
@@ -252,7 +277,8 @@ func mkdirAll(p string, sync bool) error {
 	return nil
 }
 
-// Close releases the directories. Every later call returns ErrClosed.
+// Close releases the directories and, for a writable store, the lock, so
+// another writer may open the store. Every later call returns ErrClosed.
 func (s *Store) Close() error {
 	s.life.Lock()
 	defer s.life.Unlock()
@@ -262,7 +288,12 @@ func (s *Store) Close() error {
 	s.closed = true
 	err1 := s.intents.fs.Close()
 	err2 := s.records.fs.Close()
-	return errors.Join(err1, err2)
+	var err3 error
+	if s.lock != nil {
+		// Closing the only descriptor of the lock file releases the flock.
+		err3 = s.lock.Close()
+	}
+	return errors.Join(err1, err2, err3)
 }
 
 // begin marks the start of an operation; the returned function ends it.
