@@ -101,8 +101,13 @@
 //     pulled record for the imageRef whose mapping has entries for other
 //     names but none for the requested image's mapping key does not
 //     count as "pulled by the kubelet" (an intent for the image string
-//     still does, and so does a record with no mapping at all: start-up
-//     recovery and credential-less pulls write those to mean "re-verify"). So an image
+//     still does, and so does a record with no mapping at all). With the
+//     protection on, a pull recorded without usable credentials (start-up
+//     recovery of a leftover intent, nil credentials) adds an empty entry
+//     for its own name, which means "pulled by the kubelet, re-verify"
+//     (step 10), where the kubelet writes an empty mapping or nothing: so
+//     the name keeps counting as pulled after the content gains other
+//     names. So an image
 //     preloaded as X stays usable under the NeverVerifyPreloadedImages policy
 //     after someone pulls the same content as Y with a secret. The trade-off:
 //     "preloaded" is then decided per name, not per content. If a runtime

@@ -147,7 +147,19 @@ func (m *PullManager) mergeLocked(logger klog.Logger, key, imageRef string, cred
 		return nil
 	}
 	var next *accessor.ImagePulledRecord
-	if !found {
+	if m.protectPreloaded && credentialsEmpty(creds) {
+		// With WithPreloadedImageProtection "pulled by the kubelet" is
+		// decided per mapping key, so a pull whose credentials are unknown
+		// (start-up recovery) or empty must leave an entry for its own name:
+		// without one, the name would look preloaded as soon as the record
+		// maps any other name, and a pod without credentials could use
+		// content the kubelet pulled, perhaps with a secret. An empty entry
+		// means "pulled by the kubelet, every pod must re-verify" (step 10).
+		var changed bool
+		if next, changed = markPulledUnder(current, found, imageRef, key, now); !changed {
+			return nil
+		}
+	} else if !found {
 		next = newRecord(imageRef, key, creds, now)
 	} else {
 		var changed bool

@@ -25,6 +25,36 @@ func newRecord(imageRef, key string, creds *accessor.ImagePullCredentials, now t
 	return rec
 }
 
+// credentialsEmpty reports whether creds prove nothing: nil, or neither
+// node-wide access, secrets nor service accounts. The kubelet's merge
+// ignores such credentials for an existing record.
+func credentialsEmpty(creds *accessor.ImagePullCredentials) bool {
+	return creds == nil || (!creds.NodePodsAccessible && len(creds.KubernetesSecrets) == 0 && len(creds.KubernetesServiceAccounts) == 0)
+}
+
+// markPulledUnder returns the record that says the kubelet pulled imageRef
+// under key with no usable credentials: a new record with an empty entry for
+// key, or a copy of rec with one added when key has no entry yet. An
+// existing entry is left as it is (changed is false). Only the
+// kubernetes#138175 protection writes this; the kubelet writes an empty
+// mapping instead, which that protection cannot tell apart from "preloaded
+// under this name" once another name is added.
+func markPulledUnder(rec *accessor.ImagePulledRecord, found bool, imageRef, key string, now time.Time) (out *accessor.ImagePulledRecord, changed bool) {
+	if !found {
+		return newRecord(imageRef, key, &accessor.ImagePullCredentials{}, now), true
+	}
+	if _, ok := rec.CredentialMapping[key]; ok {
+		return rec, false
+	}
+	out = rec.DeepCopy()
+	if out.CredentialMapping == nil {
+		out.CredentialMapping = map[string]accessor.ImagePullCredentials{}
+	}
+	out.CredentialMapping[key] = accessor.ImagePullCredentials{}
+	out.LastUpdatedTime = accessor.StorageTime(now)
+	return out, true
+}
+
 // mergeCredentials merges creds into rec's mapping entry for key, with the
 // kubelet's rules:
 //   - nil creds, or creds with no node-wide access, no secrets and no service
@@ -43,7 +73,7 @@ func newRecord(imageRef, key string, creds *accessor.ImagePullCredentials, now t
 // changes, the result is a deep copy with LastUpdatedTime set to now and
 // changed is true; otherwise rec itself is returned.
 func mergeCredentials(rec *accessor.ImagePulledRecord, key string, creds *accessor.ImagePullCredentials, now time.Time) (out *accessor.ImagePulledRecord, changed bool) {
-	if creds == nil || (!creds.NodePodsAccessible && len(creds.KubernetesSecrets) == 0 && len(creds.KubernetesServiceAccounts) == 0) {
+	if credentialsEmpty(creds) {
 		return rec, false
 	}
 	entry, exists := rec.CredentialMapping[key]

@@ -157,6 +157,20 @@ func (md *model) policy(p VerificationPolicy, key string, pulled bool) bool {
 
 func (md *model) apply(ref, key string, c *accessor.ImagePullCredentials, now time.Time) {
 	r := md.records[ref]
+	empty := c == nil || (!c.NodePodsAccessible && len(c.KubernetesSecrets) == 0 && len(c.KubernetesServiceAccounts) == 0)
+	if md.protect && empty {
+		// With the protection, a pull without usable credentials leaves an
+		// empty entry for its own name.
+		if r == nil {
+			r = &modelRecord{entries: map[string]*modelEntry{}}
+			md.records[ref] = r
+		} else if r.entries[key] != nil {
+			return
+		}
+		r.entries[key] = entryOf(&accessor.ImagePullCredentials{})
+		r.updated = now.Truncate(time.Second)
+		return
+	}
 	if r == nil {
 		r = &modelRecord{updated: now.Truncate(time.Second), entries: map[string]*modelEntry{}}
 		md.records[ref] = r
@@ -206,7 +220,7 @@ func (md *model) wouldWrite(ref, key string, c *accessor.ImagePullCredentials) b
 		return true
 	}
 	if c == nil || (!c.NodePodsAccessible && len(c.KubernetesSecrets) == 0 && len(c.KubernetesServiceAccounts) == 0) {
-		return false
+		return md.protect && r.entries[key] == nil
 	}
 	e := r.entries[key]
 	switch {
@@ -640,9 +654,7 @@ func (md *model) recover(now time.Time) {
 		if !ok {
 			continue
 		}
-		if md.records[ref] == nil {
-			md.records[ref] = &modelRecord{updated: now.Truncate(time.Second), entries: map[string]*modelEntry{}}
-		}
+		md.apply(ref, md.keyOf(canon[image]), nil, now)
 		delete(md.files, image)
 	}
 }

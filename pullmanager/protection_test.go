@@ -1,0 +1,119 @@
+package pullmanager
+
+import (
+	"testing"
+
+	"github.com/pullrecords/pullrecords/accessor"
+)
+
+// The kubernetes#138175 protection decides "pulled by the kubelet" per
+// mapping key. These tests try to make it answer "no pull needed" to a pod
+// without credentials for content the kubelet pulled under the requested
+// name, through every path that records a pull without usable credentials.
+const (
+	protX = "registry.example/a/x:1" // the name the kubelet pulled
+	protY = "registry.example/b/y:1" // the same content, pulled with B's secret
+	protR = "sha256:protected"
+)
+
+var protSecretB = secret("uid-b", "b", "pull", "hash-b")
+
+func protRecordY() *accessor.ImagePulledRecord {
+	return rec(protR, t0, map[string]accessor.ImagePullCredentials{
+		"registry.example/b/y": {KubernetesSecrets: []accessor.ImagePullSecret{protSecretB}},
+	})
+}
+
+// mustPullWithout asserts that a pod without credentials must pull image.
+func mustPullWithout(t *testing.T, m *PullManager, image string) {
+	t.Helper()
+	ctx, _ := testCtx(t)
+	calls := 0
+	got, err := m.MustAttemptImagePull(ctx, image, protR, podCreds(&calls, nil, nil, nil))
+	if err != nil || !got {
+		t.Fatalf("MustAttemptImagePull(%q) for a pod without credentials = (%v, %v), want (true, nil)", image, got, err)
+	}
+}
+
+// Start-up recovery of a leftover intent for X over a record that maps only
+// Y: the kubelet did pull X, so X must not look preloaded.
+func TestProtectionRecoveryOverRecordOfAnotherName(t *testing.T) {
+	store := newFakeStore()
+	store.records[protR] = protRecordY().ForStorage()
+	store.intents[protX] = true
+	images := &fakeImages{images: []Image{{ID: protR, RepoTags: []string{protX, protY}}}}
+	m := newTestManagerWithImages(t, store, images, WithPreloadedImageProtection(true))
+	if store.hasIntent(protX) {
+		t.Fatal("the leftover intent was not recovered")
+	}
+	mustPullWithout(t, m, protX)
+	// B's pod still may use Y with its secret.
+	ctx, _ := testCtx(t)
+	calls := 0
+	if got, err := m.MustAttemptImagePull(ctx, protY, protR, podCreds(&calls, []accessor.ImagePullSecret{protSecretB}, nil, nil)); err != nil || got {
+		t.Errorf("B's pod with its secret: (%v, %v), want (false, nil)", got, err)
+	}
+}
+
+// A pull recorded without credentials over a record of another name.
+func TestProtectionNilCredentialsOverRecordOfAnotherName(t *testing.T) {
+	store := newFakeStore()
+	store.records[protR] = protRecordY().ForStorage()
+	m, _ := newTestManager(t, store, mustPolicy(t, NeverVerifyPreloadedImages), WithPreloadedImageProtection(true))
+	ctx, logger := testCtx(t)
+	if err := m.RecordPullIntent(logger, protX); err != nil {
+		t.Fatal(err)
+	}
+	m.RecordImagePulled(ctx, protX, protR, nil)
+	if store.hasIntent(protX) {
+		t.Fatal("intent left after the pull was recorded")
+	}
+	mustPullWithout(t, m, protX)
+}
+
+// A record created by recovery (no record yet) that later gains another
+// name through a credentialed pull.
+func TestProtectionRecoveredRecordThenOtherName(t *testing.T) {
+	store := newFakeStore()
+	store.intents[protX] = true
+	images := &fakeImages{images: []Image{{ID: protR, RepoTags: []string{protX}}}}
+	m := newTestManagerWithImages(t, store, images, WithPreloadedImageProtection(true))
+	ctx, logger := testCtx(t)
+	if err := m.RecordPullIntent(logger, protY); err != nil {
+		t.Fatal(err)
+	}
+	m.RecordImagePulled(ctx, protY, protR, &accessor.ImagePullCredentials{KubernetesSecrets: []accessor.ImagePullSecret{protSecretB}})
+	mustPullWithout(t, m, protX)
+	mustPullWithout(t, m, protY)
+}
+
+// Without the protection nothing changes: the kubelet's merge ignores nil
+// credentials for an existing record, and the record alone makes every
+// name count as pulled.
+func TestNoProtectionKeepsUpstreamMerge(t *testing.T) {
+	store := newFakeStore()
+	store.records[protR] = protRecordY().ForStorage()
+	m, _ := newTestManager(t, store, mustPolicy(t, NeverVerifyPreloadedImages))
+	ctx, logger := testCtx(t)
+	if err := m.RecordPullIntent(logger, protX); err != nil {
+		t.Fatal(err)
+	}
+	m.RecordImagePulled(ctx, protX, protR, nil)
+	got := store.record(protR)
+	if _, ok := got.CredentialMapping["registry.example/a/x"]; ok || len(got.CredentialMapping) != 1 {
+		t.Errorf("mapping = %v, want only the entry of registry.example/b/y", got.CredentialMapping)
+	}
+	mustPullWithout(t, m, protX)
+}
+
+// newTestManagerWithImages is newTestManager with a runtime image list for
+// start-up recovery and the default policy.
+func newTestManagerWithImages(t *testing.T, store accessor.PullRecordsAccessor, images ImageLister, opts ...Option) *PullManager {
+	t.Helper()
+	ctx, _ := testCtx(t)
+	m, err := NewImagePullManager(ctx, store, mustPolicy(t, NeverVerifyPreloadedImages), images, opts...)
+	if err != nil {
+		t.Fatalf("NewImagePullManager: %v", err)
+	}
+	return m
+}
