@@ -10,10 +10,15 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/pullrecords/pullrecords/internal/atomicfile"
 )
 
 const (
-	stateFile      = "imagecache-state.json"
+	stateFile = "imagecache-state.json"
+	// stateTmpPrefix starts the temporary names of older versions, which
+	// wrote through os.CreateTemp; they are still swept. Writes now use
+	// atomicfile's temporary names.
 	stateTmpPrefix = ".imagecache-state-"
 	stateVersion   = 1
 )
@@ -46,18 +51,25 @@ type persistedPurge struct {
 }
 
 // readState opens dir for a manager: it creates dir (0700) if needed, removes
-// stray temporary files of an interrupted write, and reads the state file.
+// stray temporary files of an interrupted write (best effort), and reads the
+// state file.
 func readState(dir string) (*persisted, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrState, err)
 	}
+	d, err := atomicfile.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrState, err)
+	}
+	defer d.Close()
+	_, _ = d.RemoveTemps(stateFile)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrState, err)
 	}
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), stateTmpPrefix) {
-			_ = os.Remove(filepath.Join(dir, e.Name()))
+		if strings.HasPrefix(e.Name(), stateTmpPrefix) && !e.IsDir() {
+			_ = d.Remove(e.Name())
 		}
 	}
 	return readStateFile(dir)
@@ -119,40 +131,14 @@ func LoadState(dir string) ([]ImageCache, error) {
 	return out, nil
 }
 
-// writeState replaces dir's state file atomically and durably: a unique
-// temporary file in dir, fsync, rename, fsync of dir.
-func writeState(dir string, p *persisted) (err error) {
+// writeState replaces dir's state file atomically and durably, never
+// through a symbolic link: see atomicfile.Replace.
+func writeState(dir string, p *persisted) error {
 	data, err := json.Marshal(p)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrState, err)
 	}
-	tmp, err := os.CreateTemp(dir, stateTmpPrefix+"*")
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrState, err)
-	}
-	defer func() {
-		if err != nil {
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(append(data, '\n')); err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrState, err)
-	}
-	if err = os.Rename(tmp.Name(), filepath.Join(dir, stateFile)); err != nil {
-		return fmt.Errorf("%w: %w", ErrState, err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrState, err)
-	}
-	defer d.Close()
-	if err = d.Sync(); err != nil {
+	if err := atomicfile.WriteFile(dir, stateFile, append(data, '\n'), 0o600); err != nil {
 		return fmt.Errorf("%w: %w", ErrState, err)
 	}
 	return nil

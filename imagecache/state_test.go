@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/pullrecords/pullrecords/internal/atomicfile"
 )
 
 func dirNames(t *testing.T, dir string) []string {
@@ -50,7 +52,7 @@ func TestLoadState(t *testing.T) {
 			}
 		}
 		// A temporary file of an interrupted write: only a manager sweeps it.
-		stray := filepath.Join(dir, stateTmpPrefix+"1")
+		stray := filepath.Join(dir, atomicfile.TempName(stateFile))
 		if err := os.WriteFile(stray, []byte("x"), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -90,4 +92,46 @@ func TestLoadState(t *testing.T) {
 			t.Errorf("LoadState(invalid cache) = %v, want ErrState wrapping ErrInvalidCache", err)
 		}
 	})
+}
+
+func TestStateWrites(t *testing.T) {
+	dir := t.TempDir()
+	outside := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(outside, []byte("precious"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Temporary files of an interrupted write, this version's and an older
+	// one's, are swept when a manager opens the directory.
+	for _, name := range []string{atomicfile.TempName(stateFile), stateTmpPrefix + "123"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("partial"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := newFixture()
+	m := f.manager(t, WithStateDir(dir))
+	// A symbolic link planted at the state file while the manager runs is
+	// replaced by the next write, not written through.
+	if err := os.Symlink(outside, filepath.Join(dir, stateFile)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Apply(context.Background(), ImageCache{Namespace: "ns", Name: "c", Images: []string{"reg/a:1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if data, err := os.ReadFile(outside); err != nil || string(data) != "precious" {
+		t.Errorf("the link's target changed: %q, %v", data, err)
+	}
+	fi, err := os.Lstat(filepath.Join(dir, stateFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
+		t.Errorf("state file mode %v, want a regular file 0600", fi.Mode())
+	}
+	if diff := cmp.Diff([]string{stateFile}, dirNames(t, dir)); diff != "" {
+		t.Errorf("state directory (-want +got):\n%s", diff)
+	}
+	caches, err := LoadState(dir)
+	if err != nil || len(caches) != 1 {
+		t.Errorf("LoadState = %v, %v", caches, err)
+	}
 }
