@@ -10,34 +10,60 @@
 //     0600 whatever the umask.
 //   - A record lives in the file FileName(key): "sha256-" and the lowercase
 //     hex SHA-256 of the raw key (the pod's image string for an intent, the
-//     imageRef for a pulled record).
+//     imageRef for a pulled record). A "record name" below is any name that
+//     starts with "sha256-" and does not end in ".tmp": the names the
+//     kubelet reads.
 //   - Content is exactly what accessor.EncodeIntent and
 //     accessor.EncodePulledRecord produce, the kubelet's bytes; records are
 //     stored with whole-second UTC times (ImagePulledRecord.ForStorage) and
 //     read back in that form.
-//   - v1alpha1 and v1beta1 files are read. At open, each readable v1alpha1
-//     file is rewritten as v1beta1 under the name computed from its content,
-//     as the kubelet does at start-up: in place when the name matches, and
-//     under the proper name only when no file is there yet. Unreadable files
-//     are left in place and reported in one "Error migrating …" log message
-//     with their count.
+//   - v1alpha1 and v1beta1 files are read. When a writable store opens,
+//     each readable v1alpha1 file is rewritten as v1beta1 under the name
+//     computed from its content, as the kubelet does at start-up: in place
+//     when the name matches, and under the proper name only when no file is
+//     there yet. Unreadable entries are left in place and reported in one
+//     "Error migrating …" log message with their count.
 //   - Reads follow the kubelet: a missing file, or a file whose content
-//     names another key, is "not found"; an undecodable file is
+//     names another key, is "not found"; an unusable entry is
 //     (nil, true, *accessor.CorruptRecordError) from GetImagePulledRecord
-//     and an error from ImagePullIntentExists. Lists read only names that
-//     start with "sha256-" and do not end in ".tmp", skip sub-directories,
-//     and return the good records plus one *accessor.ListError naming every
-//     bad file. Unlike the kubelet, a list also reports a file whose content
-//     names another key (cause ErrKeyMismatch) or holds the other kind of
-//     record (ErrWrongKind) instead of returning it.
+//     and that error from ImagePullIntentExists. Lists look only at record
+//     names, and return the good records plus one *accessor.ListError
+//     naming every bad entry. Unlike the kubelet, a list also reports a file
+//     whose content names another key (cause ErrKeyMismatch) or holds the
+//     other kind of record (ErrWrongKind) instead of returning it.
+//
+// # What reads as corrupt
+//
+// An entry under a record name is corrupt, on every read path (point reads,
+// the first list served from the open-time snapshot, later lists), when:
+//
+//   - it cannot be decoded (cause: the decode error);
+//   - it is larger than 32 MiB (accessor.ErrTooLarge); it is never read
+//     whole;
+//   - it is not a regular file: a sub-directory, a symbolic link (even to a
+//     file inside the store), a FIFO, a socket or a device (ErrNotRegular).
+//     The store never opens a device or a FIFO for reading and never reads
+//     through a symbolic link.
+//
+// Point reads return the *accessor.CorruptRecordError, lists name it in the
+// *accessor.ListError, and such an entry counts as a record file. Because
+// no list is ever clean while one exists, a cache over the store
+// (memstore.NewCache) stays non-authoritative and sends a lookup of that
+// key to the store, which returns the error: the manager fails safe and
+// must pull. A sub-directory under a name ending in ".tmp" is neither a
+// record nor swept.
 //
 // # Durability
 //
-// A write encodes the record, writes it to a fresh temporary file in the
-// same directory (".sha256-<hex>.<random>.tmp", a name the kubelet ignores),
-// fsyncs and closes it, renames it onto the record's name and fsyncs the
-// directory. A delete removes the file and fsyncs the directory. Directories
-// created by New are fsynced into their parents. Therefore:
+// A write encodes the record and, if the encoding is larger than the 32 MiB
+// a read accepts, refuses it with accessor.ErrTooLarge without touching the
+// disk. Otherwise it goes through the repository's one write primitive,
+// internal/atomicfile: a fresh temporary file in the same directory
+// (".sha256-<hex>.<random>.tmp", a name the kubelet ignores, created
+// exclusively so nothing already there is opened), written, fsynced and
+// closed, renamed onto the record's name, and the directory fsynced. A
+// delete removes the entry and fsyncs the directory. Directories created by
+// New are fsynced into their parents. Therefore:
 //
 //   - After a process crash (kill -9) at any point, every record is wholly
 //     old or wholly new: never torn, never missing when it existed before.
@@ -53,8 +79,24 @@
 //     or removal leaves the change visible but perhaps not durable; that
 //     error matches accessor.ErrNotDurable, so a cache applies the change too.
 //
-// New removes temporary files left behind by a crash (any name ending in
-// ".tmp", including the kubelet's own "<name>.tmp"), unless read-only.
+// A writable New removes the temporary files a crash left behind (every
+// entry whose name ends in ".tmp", the kubelet's own "<name>.tmp" included,
+// except sub-directories), and only once it holds the lock, so it never
+// removes another writer's in-flight file. A read-only New removes nothing.
+//
+// # One writer
+//
+// A writable New takes an exclusive advisory lock (flock, without waiting)
+// on <kubelet dir>/image_manager/.pullrecords.lock (LockFile), a 0600 file
+// beside the two directories, which the kubelet never reads, and writes its
+// process ID and start time into it. While it is held, another writable
+// New, in the same process or another, fails at once with a *LockedError
+// naming the holder (errors.Is(err, ErrLocked)); so does Repair. Close
+// releases the lock, and the kernel releases it when the process dies,
+// however it dies; a stale lock file is simply reused. The lock file is
+// opened through the os.Root and never through a symbolic link or a second
+// hard link (ErrUnsafeLockFile). A read-only New (WithReadOnly) takes no
+// lock, may run beside the writer and sees its files.
 //
 // # Symbolic links and hostile keys
 //
@@ -62,24 +104,20 @@
 // that cannot round-trip (empty, not UTF-8) are rejected with
 // accessor.ErrInvalidKey before the disk is touched. Every operation goes
 // through an os.Root per directory, so nothing outside the directories can
-// be reached. Beyond that, the store never reads through a symbolic link,
-// even one pointing inside its directories: a record file that is a symbolic
-// link, a directory, a FIFO or a device reads as corrupt (a
-// *accessor.CorruptRecordError with cause ErrNotRegular, so the manager fails
-// safe and must pull), and a list reports it. A write replaces such a link
-// by rename, leaving its target unchanged; a delete removes the link itself.
+// be reached, and record entries that are not regular files are corrupt
+// (above). A write replaces a symbolic link, FIFO or socket under the
+// record's name by rename, leaving a link's target unchanged, and fails on a
+// sub-directory; a delete removes a link itself, or an empty sub-directory.
 // The image_manager, pulling and pulled directories must be real
 // directories: New refuses a symbolic link there with ErrUnsafeDir. The
 // kubelet directory itself may be a symbolic link (it is configuration).
-// Files larger than 32 MiB are corrupt (cause accessor.ErrTooLarge) and are
-// never read whole.
 //
 // # Memory and the open-time snapshot
 //
 // New reads each directory once (one decoding worker per core)
-// and keeps the set of file names it found, which writes and deletes
+// and keeps the set of record names it found, which writes and deletes
 // maintain: the counts (accessor.RecordCounter) never scan the disk. What
-// New decoded is handed, without copying, to the first
+// New decoded, errors included, is handed, without copying, to the first
 // ListImagePullIntents or ListImagePulledRecords call after New, so a
 // caller that loads everything at start-up reads each file once; the store
 // drops its reference at that point and never shares the values. If a write
@@ -89,22 +127,29 @@
 // # Inspection and repair
 //
 // Inspect reads both directories without writing and reports every entry
-// with a problem (Problem values); Repair quarantines bad entries under
-// image_manager/quarantine, removes temporary files, rewrites v1alpha1
-// files and fixes modes. The pullrecords fsck command uses them.
+// with a problem (Problem values); Repair, under the store's lock,
+// quarantines bad entries under image_manager/quarantine, removes temporary
+// files, rewrites v1alpha1 files and fixes modes. The pullrecords fsck
+// command uses them.
 //
 // # Non-guarantees
 //
-//   - One process per directory. Do not run a Store beside a live kubelet
-//     (or another Store) writing the same directory: there is no file lock,
-//     the counts and the open-time snapshot would go stale, and the sweep at
-//     open would remove the other writer's in-flight temporary files.
-//   - Counts are the number of record files present, readable or not, as
-//     the kubelet's gauge counts them; they do not see files changed by
-//     other processes after open.
+//   - The lock keeps out other Stores and Repair, not a stock kubelet, which
+//     takes no lock. Do not open a writable Store on the directory of a
+//     running kubelet: both would write, the counts and the open-time
+//     snapshot would go stale, and the sweep at open could remove the
+//     kubelet's in-flight temporary file. Beside a stock kubelet, open
+//     read-only.
+//   - The lock is advisory: a process that ignores it, or removes the lock
+//     file and creates another, is not stopped.
+//   - Counts are the number of record entries present, readable or not, as
+//     the kubelet's gauge counts them; they do not see entries changed by
+//     other processes after open (a read-only store's counts go stale while
+//     a writer runs).
 //   - Reads take no lock: a read concurrent with a write of the same key
 //     returns the old or the new record.
 //   - Nothing protects against an attacker who can write to the
-//     directories; the checks above keep a confused or buggy writer from
-//     making the store read or write outside them.
+//     directories; the checks above keep a confused or buggy writer, or a
+//     stray entry, from making the store read or write outside them or
+//     answer "absent" for a key it cannot read.
 package fsstore
