@@ -22,22 +22,32 @@
 //     and a failed delete leaves the entry; an error matching
 //     accessor.ErrNotDurable (the change is visible in the delegate but may
 //     not survive a power cut) is returned and the change is applied to
-//     memory too, so the cache never disagrees with the delegate. Writes, deletes and read-through
-//     misses of one key are serialised by a per-key lock (keys are spread over
-//     striped locks by hash modulo the number of stripes, see WithStripes).
+//     memory too, so the cache never disagrees with the delegate. Writes,
+//     deletes and read-through misses of one key are serialised by a per-key
+//     lock (keys are spread over striped locks by hash modulo the number of
+//     stripes, see WithStripes). A delegate error that refuses a write (for
+//     example accessor.ErrTooLarge) changes nothing.
 //   - Authoritative: when a kind's warm-up list succeeded without any error,
 //     the cache is authoritative for that kind (intents and records are
 //     tracked separately), whatever the number of items: there is no size
 //     cap and no eviction. A miss then means "does not exist" and is answered
 //     without calling the delegate, and lists are served from memory.
+//     This rests on one contract with the delegate: a list that returns no
+//     error holds every key the delegate has, so a key it cannot read must
+//     make the list fail. fsstore keeps it for every unusable entry under a
+//     record name (undecodable, oversized, or not a regular file: a
+//     sub-directory, symbolic link, FIFO, socket or device).
 //   - Not authoritative: when a kind's list returned an error (for example an
 //     *accessor.ListError for a corrupt file), the cache keeps the items it
 //     got, but a miss reads the delegate. A found item is cached; errors are
-//     returned as the delegate gave them and never cached, so a corrupt record
-//     keeps being reported as (nil, true, err) and the caller can fail safe.
-//     Lists go to the delegate. A listed item whose key fails
-//     accessor.ValidateKey also makes its kind non-authoritative. Authoritative
-//     reports whether both kinds are authoritative.
+//     returned as the delegate gave them and never cached, so a lookup of a
+//     corrupt key goes to the delegate every time and keeps being reported
+//     as (nil, true, err) for a record and (false, err) for an intent: the
+//     manager fails safe and must pull. Lists go to the delegate. A listed
+//     item whose key fails accessor.ValidateKey also makes its kind
+//     non-authoritative. Writes and deletes never make a kind authoritative;
+//     only a Reload with a clean list does. Authoritative reports whether
+//     both kinds are authoritative.
 //   - Reload lists the delegate again and replaces the cache contents; each
 //     kind becomes authoritative again if its list is clean. Call it after the
 //     files were changed behind the cache (an operator edit, a repair): an
@@ -63,8 +73,8 @@
 // credential mapping is a sorted slice rather than a Go map (a map of even two
 // names costs about 700 bytes), and the secrets and service accounts, which
 // repeat across the records of a node, are interned whole with package
-// unique (one handle per reference). 100,000 records of two names each, with their own imageRefs and
-// names, take about 620 bytes each, some 62 MB in all (see
+// unique (one handle per reference). 100,000 records of two names each,
+// with their own imageRefs and names, take about 620 bytes each, some 62 MB in all (see
 // TestCacheMemoryPer100kRecords). A record that has been peeked also keeps its
 // shared ImagePulledRecord form, about 1 KB more, until it is replaced or
 // deleted; in practice only the records of images that containers start from
@@ -74,5 +84,9 @@
 //
 // Lists are not snapshots: a key written or deleted while a list runs may or
 // may not appear, though every other key appears exactly once. Neither type
-// persists anything. The Cache does not watch its delegate for changes.
+// persists anything. The Cache does not watch its delegate for changes: an
+// entry that appears in the delegate after the warm-up (an operator's edit, a
+// file planted in the store's directories), readable or corrupt, is not seen
+// by an authoritative cache, which keeps answering "does not exist" for its
+// key until Reload.
 package memstore
