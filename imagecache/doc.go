@@ -1,9 +1,33 @@
 // Package imagecache is the node-local image cache manager: it keeps
 // declared, namespaced sets of images (ImageCache) present on the node,
-// pulling, refreshing and purging them through the CRI image service, and
-// records every pull in the pull manager (KEP-2535), so an image pre-pulled
-// with a tenant's secret is usable only by pods holding that secret, and an
-// anonymously pulled one by every pod.
+// pulling, refreshing and purging them through the CRI image service. In
+// process with the pull records it records every pull in the pull manager
+// (KEP-2535), so an image pre-pulled with a tenant's secret is usable only by
+// pods holding that secret, and an anonymously pulled one by every pod.
+//
+// # Two modes
+//
+// Pull records have one writer per kubelet directory: the process that
+// holds the store's lock (fsstore.New, writable). A stock kubelet takes no
+// lock and never sees records another process writes while it runs (its
+// in-memory cache turns authoritative at start-up and answers misses "not
+// found"), so an image another process pulls through the CRI with a
+// tenant's secret looks preloaded to it, and under the default policy
+// NeverVerifyPreloadedImages every pod may use it. Hence (Manager.Mode):
+//
+//   - In-process (New, ModeInProcess): the manager is given a pull manager
+//     over the store this process holds the lock of, typically inside a
+//     kubelet built on this library. Every pull is recorded (intent, pull,
+//     record with the cache's secret, or NodePodsAccessible when
+//     anonymous), caches may have pull secrets, and purges prune records.
+//   - Standalone (NewStandalone, ModeStandalone): no pull manager, for a
+//     process beside a kubelet it does not control (the pullrecords
+//     command's "cache run"). It writes no intent and no record, pulls
+//     anonymously only (that leaks nothing: every pod could pull the image
+//     itself), and refuses a cache with a pull secret with a
+//     *PrivateImageError (ErrPrivateImage). To pre-pull a private image
+//     beside a stock kubelet, let the kubelet pull it: a pod bound to the
+//     node carrying the imagePullSecrets.
 //
 // It keeps the vocabulary of kube-fledged's ImageManager (work types create,
 // update, delete, statusupdate, refresh, purge; statuses succeeded, failed,
@@ -48,20 +72,26 @@
 //     changed), dropped ones purged. Delete purges every image of the cache.
 //     A purge never removes an image another applied cache lists.
 //   - "Already pulled" is decided by the runtime's ImageStatus for the exact
-//     reference plus the pull manager's MustAttemptImagePull for the cache's
-//     credentials, never by text search. ForceFullCache always pulls.
-//   - Every pull is RecordPullIntent, then PullImage, then RecordImagePulled
-//     (with the cache's secret: UID, namespace, name and the kubelet's
-//     credential hash; or NodePodsAccessible for an anonymous pull) or
-//     RecordImagePullFailed, also when the pull is cut off by shutdown, so no
-//     intent is left behind.
+//     reference plus (in-process) the pull manager's MustAttemptImagePull
+//     for the cache's credentials, never by text search. ForceFullCache
+//     always pulls.
+//   - In-process, every pull is RecordPullIntent, then PullImage, then
+//     RecordImagePulled (with the cache's secret: UID, namespace, name and
+//     the kubelet's credential hash; or NodePodsAccessible for an anonymous
+//     pull) or RecordImagePullFailed, also when the pull is cut off by
+//     shutdown, so no intent is left behind.
+//   - Standalone, no pull is made with credentials and nothing is recorded:
+//     Apply of a cache with a pull secret returns a *PrivateImageError and
+//     changes nothing; such a cache loaded from the state directory stays
+//     applied, and each of its pulls fails with ReasonPrivateImage without
+//     calling the runtime. "Already pulled" is the runtime having the image.
 //   - A purge removes the image through the CRI, unless an applied cache
 //     lists another name that resolves to the same image ID (removing one
 //     name removes the content). Once the runtime no longer has the image,
 //     a pull manager that is a RecordPruner deletes its pulled record under
 //     the record's lock, after asking the runtime once more under that lock:
 //     a record written by a pull of the same content under another name that
-//     finished meanwhile is kept.
+//     finished meanwhile is kept. A standalone manager prunes no record.
 //   - A pull is recorded under the image ID ImageStatus reports, the key
 //     checks use, not under the reference the pull returned (runtimes such
 //     as CRI-O return a repo digest there; kubernetes#137024).
@@ -95,4 +125,7 @@
 //   - Retry backoff and request deadlines use real time; the injected clock
 //     drives timestamps, durations and periodic refresh.
 //   - Run can be called once per Manager.
+//   - New cannot check that its pull manager sits on a store this process
+//     holds the lock of; wiring it over anything else (a read-only store,
+//     another process's directory) brings back the leak described above.
 package imagecache

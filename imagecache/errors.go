@@ -1,6 +1,9 @@
 package imagecache
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 var (
 	// ErrInvalidCache is returned by Apply for a cache without namespace or
@@ -17,7 +20,41 @@ var (
 	ErrState = errors.New("image cache state")
 	// ErrInvalidOption is returned by New for an unusable option value.
 	ErrInvalidOption = errors.New("invalid image cache manager option")
+	// ErrPrivateImage is matched by the *PrivateImageError a standalone
+	// manager returns for a cache with a pull secret.
+	ErrPrivateImage = errors.New("a standalone image cache pulls anonymously only")
 )
+
+// PrivateImageError is returned by Apply of a standalone manager (see
+// NewStandalone) for a cache with a pull secret, and is the message of the
+// failed result (ReasonPrivateImage) of every pull of such a cache loaded
+// from the state directory. It matches ErrPrivateImage.
+//
+// A standalone manager runs beside a kubelet it does not control. A stock
+// kubelet never sees pull records another process writes while it runs, so
+// an image pulled there with a tenant's secret would look preloaded to it,
+// and under the default policy (NeverVerifyPreloadedImages) every pod could
+// use it. The two safe ways to pre-pull a private image are in the message.
+type PrivateImageError struct {
+	// Cache is the cache refused.
+	Cache CacheRef
+	// Secret is the pull secret's namespace/name (never its credentials).
+	Secret string
+}
+
+func (e *PrivateImageError) Error() string {
+	return fmt.Sprintf("image cache %s has pull secret %s, and %v: a private image pulled beside a stock kubelet looks preloaded to it and "+
+		"every pod could use it; run the image cache in-process in a kubelet built on this library (New, with a pull manager over "+
+		"the store this process holds the lock of), or let the kubelet pull it (a pod bound to the node carrying the imagePullSecrets)",
+		e.Cache, e.Secret, ErrPrivateImage)
+}
+
+// Is makes errors.Is(err, ErrPrivateImage) true for a *PrivateImageError.
+func (e *PrivateImageError) Is(target error) bool { return target == ErrPrivateImage }
+
+func privateImageError(c ImageCache) *PrivateImageError {
+	return &PrivateImageError{Cache: c.Ref(), Secret: c.PullSecret.Namespace + "/" + c.PullSecret.Name}
+}
 
 // The manager does not know an ImageService's error values. It classifies an
 // error by three optional methods of the errors in its chain, each found with

@@ -43,8 +43,9 @@ type RecordPruner interface {
 // Manager keeps declared image caches present on the node. Create it with
 // New, feed it with Apply, Delete and Refresh, and drain its work with Run.
 type Manager struct {
-	logger  klog.Logger
-	images  ImageService
+	logger klog.Logger
+	images ImageService
+	// pulls is nil in ModeStandalone.
 	pulls   pullmanager.ImagePullManager
 	opts    options
 	clock   clock.WithTicker
@@ -110,10 +111,37 @@ type event struct {
 	status *CacheStatus
 }
 
-// New returns a manager over the image service and the pull manager. With
+// New returns an in-process manager (ModeInProcess) over the image service
+// and the pull manager: every pull is recorded through pulls, so pulls must
+// sit on the pull records this process owns: a pullmanager.PullManager over
+// an fsstore.Store opened writable (which holds the store's lock), as a
+// kubelet built on this library has. Caches may have pull secrets. With
 // WithStateDir it loads the applied caches and queues the work a previous
 // manager left unfinished; that work runs once Run is called.
+//
+// A process beside a kubelet it does not control uses NewStandalone.
 func New(logger klog.Logger, images ImageService, pulls pullmanager.ImagePullManager, opts ...Option) (*Manager, error) {
+	if pulls == nil {
+		return nil, fmt.Errorf("%w: nil pull manager (use NewStandalone for a manager that records nothing)", ErrInvalidOption)
+	}
+	return newManager(logger, images, pulls, opts)
+}
+
+// NewStandalone returns a manager without a pull manager (ModeStandalone),
+// for a process beside a kubelet it does not control: it pulls through the
+// image service anonymously only, writes no pull record and no intent (the
+// kubelet would not see them while it runs), and treats an image the runtime
+// has as already pulled. Apply refuses a cache with a pull secret with a
+// *PrivateImageError; such a cache found in the state directory stays applied
+// but each of its pulls fails with ReasonPrivateImage. Removals work as in
+// New, without pruning records.
+//
+// An anonymously pulled image leaks nothing: every pod could pull it.
+func NewStandalone(logger klog.Logger, images ImageService, opts ...Option) (*Manager, error) {
+	return newManager(logger, images, nil, opts)
+}
+
+func newManager(logger klog.Logger, images ImageService, pulls pullmanager.ImagePullManager, opts []Option) (*Manager, error) {
 	o := defaultOptions()
 	for _, opt := range opts {
 		opt(&o)
@@ -121,8 +149,8 @@ func New(logger klog.Logger, images ImageService, pulls pullmanager.ImagePullMan
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	if images == nil || pulls == nil {
-		return nil, fmt.Errorf("%w: nil image service or pull manager", ErrInvalidOption)
+	if images == nil {
+		return nil, fmt.Errorf("%w: nil image service", ErrInvalidOption)
 	}
 	m := &Manager{
 		logger:  logger,
@@ -148,6 +176,15 @@ func New(logger klog.Logger, images ImageService, pulls pullmanager.ImagePullMan
 	}
 	m.flush()
 	return m, nil
+}
+
+// Mode reports whether the manager records its pulls (ModeInProcess) or not
+// (ModeStandalone).
+func (m *Manager) Mode() Mode {
+	if m.pulls == nil {
+		return ModeStandalone
+	}
+	return ModeInProcess
 }
 
 // load reads the state directory and queues unfinished work.
@@ -267,11 +304,15 @@ func (m *Manager) pullRequests(ref CacheRef, wt WorkType, spec ImageCache, image
 // ForceFullCache changed, and removals (purge) of the dropped images unless
 // another cache keeps them. The new version is persisted before Apply
 // returns; results come later, one per request, and a CacheStatus when the
-// batch completes.
+// batch completes. A standalone manager refuses a cache with a pull secret
+// with a *PrivateImageError, changing nothing.
 func (m *Manager) Apply(ctx context.Context, cache ImageCache) error {
 	c, err := normalize(cache)
 	if err != nil {
 		return err
+	}
+	if m.pulls == nil && c.PullSecret != nil {
+		return privateImageError(c)
 	}
 	ref := c.Ref()
 	m.mu.Lock()

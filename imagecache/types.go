@@ -65,6 +65,25 @@ const (
 	ReasonRecordFailed    = "RecordDeleteFailed"
 	ReasonShutDown        = "ShutDown"
 	ReasonSuperseded      = "Superseded"
+	// ReasonPrivateImage: a standalone manager does not pull a cache with
+	// a pull secret (PrivateImageError).
+	ReasonPrivateImage = "PrivateImageRefused"
+)
+
+// Mode says how a Manager records its pulls.
+type Mode string
+
+const (
+	// ModeInProcess: made by New with a pull manager over a store this
+	// process holds the lock of (for example inside a kubelet built on this
+	// library). Every pull is recorded, private images (a cache with a pull
+	// secret) included, and purges prune records.
+	ModeInProcess Mode = "in-process"
+	// ModeStandalone: made by NewStandalone, without a pull manager, for a
+	// process beside a kubelet it does not control. It writes no pull
+	// record and no intent, pulls anonymously only, and refuses caches
+	// with a pull secret (PrivateImageError).
+	ModeStandalone Mode = "standalone"
 )
 
 // CacheRef names an image cache.

@@ -107,6 +107,13 @@ func (m *Manager) process(ctx context.Context, image string) {
 					message: "Not pulled: the image is no longer in the cache"}), true)
 				continue
 			}
+			if m.pulls == nil && cs.spec.PullSecret != nil {
+				// Applied by an in-process manager on the same state
+				// directory, or by an older version.
+				m.finishLocked(r, m.resultFor(r, now, outcome{status: StatusFailed, reason: ReasonPrivateImage,
+					message: "Not pulled: " + privateImageError(cs.spec).Error()}), true)
+				continue
+			}
 			force := r.req.ForceFullCache
 			k := groupKey(cs.spec.PullSecret, force)
 			g := index[k]
@@ -184,6 +191,9 @@ func credentials(s *PullSecret) (*accessor.ImagePullCredentials, pullmanager.Get
 // the image and the pull manager would let a pod with the group's credentials
 // use it; otherwise a recorded pull.
 func (m *Manager) pull(ctx context.Context, image string, g *pullGroup) outcome {
+	if m.pulls == nil {
+		return m.pullStandalone(ctx, image, g)
+	}
 	logger := m.logger.WithValues("image", image)
 	if g.secret != nil {
 		logger = logger.WithValues("secret", g.secret.Namespace+"/"+g.secret.Name)
@@ -243,6 +253,48 @@ func (m *Manager) pull(ctx context.Context, image string, g *pullGroup) outcome 
 		msg = "Pulled with the credentials of secret " + g.secret.Namespace + "/" + g.secret.Name
 	}
 	return outcome{status: StatusSucceeded, reason: ReasonPulled, imageRef: ref, message: msg}
+}
+
+// pullStandalone makes one attempt for a group of a standalone manager: the
+// group is anonymous (process refuses the others). "Already pulled" when the
+// runtime has the image: an anonymous image is every pod's anyway. Nothing is
+// recorded.
+func (m *Manager) pullStandalone(ctx context.Context, image string, g *pullGroup) outcome {
+	logger := m.logger.WithValues("image", image)
+	if g.secret != nil {
+		// Unreachable: process fails these requests first.
+		return outcome{status: StatusFailed, reason: ReasonPrivateImage, message: ErrPrivateImage.Error()}
+	}
+	rctx, cancel := context.WithTimeout(ctx, m.opts.requestTimeout)
+	defer cancel()
+	if !g.force {
+		st, err := m.images.ImageStatus(rctx, image)
+		if err != nil {
+			return m.failure(ctx, ReasonStatusFailed, err)
+		}
+		if st != nil {
+			logger.V(3).Info("Image already present", "imageRef", st.ID)
+			return outcome{status: StatusAlreadyPulled, reason: ReasonAlreadyPresent, imageRef: st.ID,
+				message: "Present on the node"}
+		}
+	}
+	start := m.clock.Now()
+	ref, err := m.images.PullImage(rctx, image, nil)
+	elapsed := m.clock.Since(start).Seconds()
+	if err != nil {
+		m.metrics.pulls.WithLabelValues("failed").Inc()
+		m.metrics.pullDuration.WithLabelValues("failed").Observe(elapsed)
+		logger.V(2).Info("Image pull failed", "err", err, "transient", IsTransient(err))
+		return m.failure(ctx, ReasonPullFailed, err)
+	}
+	if st, err := m.images.ImageStatus(rctx, image); err == nil && st != nil && st.ID != "" {
+		ref = st.ID
+	}
+	m.metrics.pulls.WithLabelValues("succeeded").Inc()
+	m.metrics.pullDuration.WithLabelValues("succeeded").Observe(elapsed)
+	logger.V(2).Info("Pulled image anonymously", "imageRef", ref)
+	return outcome{status: StatusSucceeded, reason: ReasonPulled, imageRef: ref,
+		message: "Pulled anonymously (nothing recorded); usable by every pod on the node"}
 }
 
 // remove makes one attempt to remove image and, once the runtime no longer
