@@ -1,0 +1,236 @@
+package kubeletadapter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
+	kubeletconfig "k8s.io/kubernetes/pkg/kubelet/apis/config"
+	kubecontainer "k8s.io/kubernetes/pkg/kubelet/container"
+	upstream "k8s.io/kubernetes/pkg/kubelet/images/pullmanager"
+
+	"github.com/pullrecords/pullrecords/accessor"
+	"github.com/pullrecords/pullrecords/fsstore"
+	"github.com/pullrecords/pullrecords/memstore"
+	"github.com/pullrecords/pullrecords/pullmanager"
+)
+
+// ImagePullManager is the kubelet's pullmanager.ImagePullManager backed by
+// this library's pullmanager.PullManager. It converts the kubelet's internal
+// credential types to the library's and back; it adds no behaviour of its
+// own.
+type ImagePullManager struct {
+	manager *pullmanager.PullManager
+	metrics *pullmanager.Metrics
+	store   *fsstore.Store // nil when built by Wrap
+	cache   *memstore.Cache
+}
+
+var _ upstream.ImagePullManager = (*ImagePullManager)(nil)
+
+// Wrap presents m as the kubelet's ImagePullManager.
+func Wrap(m *pullmanager.PullManager) *ImagePullManager {
+	return &ImagePullManager{manager: m}
+}
+
+// Manager returns the library's manager, for what the kubelet's interface
+// does not offer (ExplainImagePull, PruneImagePulledRecord...).
+func (a *ImagePullManager) Manager() *pullmanager.PullManager { return a.manager }
+
+// Metrics returns the manager's metrics, or nil when it keeps none.
+func (a *ImagePullManager) Metrics() *pullmanager.Metrics { return a.metrics }
+
+// Records returns the accessor the manager keeps its records in: the cache
+// over the directory store for a manager built by NewForKubelet, nil for
+// one built by Wrap.
+func (a *ImagePullManager) Records() accessor.PullRecordsAccessor {
+	if a.cache == nil {
+		return nil
+	}
+	return a.cache
+}
+
+// Close releases the directory store opened by NewForKubelet (a no-op for
+// a manager built by Wrap). The manager must not be used afterwards.
+func (a *ImagePullManager) Close() error {
+	if a.store == nil {
+		return nil
+	}
+	return a.store.Close()
+}
+
+func (a *ImagePullManager) RecordPullIntent(logger klog.Logger, image string) error {
+	return a.manager.RecordPullIntent(logger, image)
+}
+
+func (a *ImagePullManager) RecordImagePulled(ctx context.Context, image, imageRef string, credentials *kubeletconfig.ImagePullCredentials) {
+	a.manager.RecordImagePulled(ctx, image, imageRef, CredentialsFromKubelet(credentials))
+}
+
+func (a *ImagePullManager) RecordImagePullFailed(ctx context.Context, image string) {
+	a.manager.RecordImagePullFailed(ctx, image)
+}
+
+// MustAttemptImagePull asks the library's manager. getPodCredentials is
+// called (at most once, through the manager) only when the decision needs
+// the pod's credentials, as in the kubelet.
+func (a *ImagePullManager) MustAttemptImagePull(ctx context.Context, image, imageRef string, getPodCredentials upstream.GetPodCredentials) (bool, error) {
+	var get pullmanager.GetPodCredentials
+	if getPodCredentials != nil {
+		get = func() ([]accessor.ImagePullSecret, *accessor.ImagePullServiceAccount, error) {
+			secrets, sa, err := getPodCredentials()
+			return SecretsFromKubelet(secrets), ServiceAccountFromKubelet(sa), err
+		}
+	}
+	return a.manager.MustAttemptImagePull(ctx, image, imageRef, get)
+}
+
+func (a *ImagePullManager) PruneUnknownRecords(ctx context.Context, imageList []string, until time.Time) {
+	a.manager.PruneUnknownRecords(ctx, imageList, until)
+}
+
+// ImageLister presents the kubelet's image service (the runtime manager) as
+// the library's pullmanager.ImageLister.
+func ImageLister(images kubecontainer.ImageService) pullmanager.ImageLister {
+	if images == nil {
+		return nil
+	}
+	return imageLister{images: images}
+}
+
+type imageLister struct {
+	images kubecontainer.ImageService
+}
+
+func (l imageLister) ListImages(ctx context.Context) ([]pullmanager.Image, error) {
+	in, err := l.images.ListImages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]pullmanager.Image, len(in))
+	for i, img := range in {
+		out[i] = pullmanager.Image{ID: img.ID, RepoTags: img.RepoTags, RepoDigests: img.RepoDigests}
+	}
+	return out, nil
+}
+
+// Option configures NewForKubelet.
+type Option func(*options)
+
+type options struct {
+	registerer      prometheus.Registerer
+	extraMetrics    bool
+	storeOptions    []fsstore.Option
+	cacheOptions    []memstore.CacheOption
+	managerOptions  []pullmanager.Option
+	noNominalSizing bool
+}
+
+// WithRegisterer sets the registry the manager's kubelet-named metrics are
+// swapped into (see SwapKubeletMetrics). The default is the kubelet's
+// global registry, legacyregistry.Registerer(). nil turns metrics off: the
+// kubelet's own (idle) collectors stay registered.
+func WithRegisterer(reg prometheus.Registerer) Option {
+	return func(o *options) { o.registerer = reg }
+}
+
+// WithExtraMetrics also registers the library's metrics the kubelet does not
+// have (check latency, record and name lookups). Off by default, so a
+// scrape shows exactly the kubelet's metric names.
+func WithExtraMetrics() Option {
+	return func(o *options) { o.extraMetrics = true }
+}
+
+// WithStoreOptions passes options to fsstore.New.
+func WithStoreOptions(opts ...fsstore.Option) Option {
+	return func(o *options) { o.storeOptions = append(o.storeOptions, opts...) }
+}
+
+// WithCacheOptions passes options to memstore.NewCache.
+func WithCacheOptions(opts ...memstore.CacheOption) Option {
+	return func(o *options) { o.cacheOptions = append(o.cacheOptions, opts...) }
+}
+
+// WithManagerOptions passes options to pullmanager.NewImagePullManager
+// (WithMetrics is set by NewForKubelet itself unless metrics are off).
+func WithManagerOptions(opts ...pullmanager.Option) Option {
+	return func(o *options) { o.managerOptions = append(o.managerOptions, opts...) }
+}
+
+// WithoutNominalCacheSizes keeps the two in-memory usage gauges at 0 (the
+// library cache is unbounded) instead of reporting against the kubelet's
+// cache sizes.
+func WithoutNominalCacheSizes() Option {
+	return func(o *options) { o.noNominalSizing = true }
+}
+
+// NewForKubelet builds the manager the way the kubelet builds its own, from
+// the values kuberuntime_manager.go has at hand: the kubelet root
+// directory, the kubelet's policy enforcer (built by
+// pullmanager.NewImagePullCredentialVerificationPolicy from the config), the
+// runtime manager as image service, and the three sizes the kubelet
+// computes (maxParallelPulls = *maxParallelImagePulls or 0, intent cache
+// max(2*maxPods, 2*maxParallelPulls), record cache 5*maxPods).
+//
+// It opens fsstore in <rootDirectory>/image_manager (the kubelet's files,
+// read and written in the kubelet's format), puts a memstore.NewCache in
+// front of it (unbounded: the two cache sizes only scale the in-memory usage
+// gauges, see pullmanager.Metrics.SetNominalCacheSizes), and runs
+// pullmanager.NewImagePullManager, whose start-up recovery lists the
+// runtime's images once if intents were left over. maxParallelPulls raises
+// the lock stripe count above the library default when larger. Errors from
+// opening the store (for example another writer holding the directory) are
+// returned wrapped, never swallowed.
+//
+// Unless WithRegisterer(nil), the kubelet-named metrics replace the
+// kubelet's own in the kubelet's global registry (SwapKubeletMetrics); a
+// failed swap is logged and leaves the kubelet's idle collectors in place.
+func NewForKubelet(ctx context.Context, rootDirectory string, policy upstream.ImagePullPolicyEnforcer, images kubecontainer.ImageService, maxParallelPulls, intentCacheSize, pulledRecordsCacheSize int32, opts ...Option) (*ImagePullManager, error) {
+	logger := klog.FromContext(ctx)
+	if policy == nil {
+		return nil, errors.New("kubeletadapter: the credential verification policy is nil")
+	}
+	o := options{registerer: legacyregistry.Registerer()}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	store, err := fsstore.New(logger, rootDirectory, o.storeOptions...)
+	if err != nil {
+		return nil, fmt.Errorf("failed to open the image pull records: %w", err)
+	}
+	cache, err := memstore.NewCache(logger, store, o.cacheOptions...)
+	if err != nil {
+		_ = store.Close()
+		return nil, fmt.Errorf("failed to set up the image pull records cache: %w", err)
+	}
+	var metrics *pullmanager.Metrics
+	if o.registerer != nil {
+		metrics = pullmanager.NewMetrics()
+		if !o.noNominalSizing {
+			metrics.SetNominalCacheSizes(int(intentCacheSize), int(pulledRecordsCacheSize))
+		}
+	}
+	mopts := []pullmanager.Option{pullmanager.WithMetrics(metrics)}
+	if maxParallelPulls > defaultLockStripes {
+		mopts = append(mopts, pullmanager.WithLockStripes(int(maxParallelPulls)))
+	}
+	m, err := pullmanager.NewImagePullManager(ctx, cache, policy, ImageLister(images), append(mopts, o.managerOptions...)...)
+	if err != nil {
+		_ = store.Close()
+		return nil, fmt.Errorf("failed to create image pull manager: %w", err)
+	}
+	if metrics != nil {
+		if err := SwapKubeletMetrics(o.registerer, metrics, o.extraMetrics); err != nil {
+			logger.Error(err, "Could not replace the kubelet's image pull manager metrics; they stay idle")
+		}
+	}
+	return &ImagePullManager{manager: m, metrics: metrics, store: store, cache: cache}, nil
+}
+
+// defaultLockStripes is the library manager's default stripe count
+// (pullmanager.WithLockStripes); below it maxParallelPulls changes nothing.
+const defaultLockStripes = 64
