@@ -9,9 +9,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
+	"github.com/distribution/reference"
 	"github.com/go-logr/logr"
 
 	"github.com/pullrecords/pullrecords/accessor"
@@ -78,7 +80,7 @@ func fixture(b *testing.B, records, intents int) string {
 	logger := logr.Discard()
 	at := accessor.StorageTime(t0)
 	for i := range records {
-		key, _ := NormalizeImageName(benchImage(i))
+		key, _ := MappingKey(benchImage(i))
 		r := &accessor.ImagePulledRecord{LastUpdatedTime: at, ImageRef: benchRef(i),
 			CredentialMapping: map[string]accessor.ImagePullCredentials{key: {NodePodsAccessible: true}}}
 		if err := store.WriteImagePulledRecord(logger, r); err != nil {
@@ -90,11 +92,18 @@ func fixture(b *testing.B, records, intents int) string {
 			b.Fatal(err)
 		}
 	}
+	if err := store.Close(); err != nil {
+		b.Fatal(err)
+	}
 	fixtures[name] = dir
 	return dir
 }
 
 func benchManager(b *testing.B, dir string, policy VerificationPolicy, opts ...fsstore.Option) (*PullManager, *memstore.Cache) {
+	return benchManagerWith(b, dir, policy, nil, opts...)
+}
+
+func benchManagerWith(b *testing.B, dir string, policy VerificationPolicy, mopts []Option, opts ...fsstore.Option) (*PullManager, *memstore.Cache) {
 	b.Helper()
 	fs, err := fsstore.New(logr.Discard(), dir, opts...)
 	if err != nil {
@@ -109,10 +118,11 @@ func benchManager(b *testing.B, dir string, policy VerificationPolicy, opts ...f
 		b.Fatal(err)
 	}
 	ctx := logr.NewContext(context.Background(), logr.Discard())
-	m, err := NewImagePullManager(ctx, cache, p, nil)
+	m, err := NewImagePullManager(ctx, cache, p, nil, mopts...)
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(func() { fs.Close() })
 	return m, cache
 }
 
@@ -178,6 +188,64 @@ func benchCheck(b *testing.B, ctx context.Context, kind string, n int) {
 	})
 }
 
+// BenchmarkMustAttemptImagePullDistinctNames: hits cycling through every
+// one of 20,000 or 100,000 distinct image names (and records), so no name
+// is checked twice within 20,000 checks: the cost of a name the process has
+// not seen lately. With the kubelet's mapping keys nothing is cached;
+// with WithNormalizedImageNames the name cache (16,384 entries) cannot hold
+// the working set.
+func BenchmarkMustAttemptImagePullDistinctNames(b *testing.B) {
+	ctx := logr.NewContext(context.Background(), logr.Discard())
+	for _, mode := range []string{"upstream", "normalized"} {
+		for _, n := range []int{20_000, 100_000} {
+			b.Run(fmt.Sprintf("%s/names=%d", mode, n), func(b *testing.B) {
+				var mopts []Option
+				if mode == "normalized" {
+					mopts = append(mopts, WithNormalizedImageNames(true))
+				}
+				m, _ := benchManagerWith(b, fixture(b, n, 0), AlwaysVerify, mopts, fsstore.WithoutSync())
+				reqs := make([]benchRequest, n)
+				for i := range reqs {
+					j := (i * 7919) % n // 7919 is prime: every name once per cycle
+					reqs[i] = benchRequest{benchImage(j), benchRef(j)}
+				}
+				runtime.GC()
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					r := reqs[i%len(reqs)]
+					if got, _ := m.MustAttemptImagePull(ctx, r.image, r.ref, noPodCreds); got {
+						b.Fatal("wrong answer")
+					}
+					i++
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkMappingKey: the key of a never-seen image string, against
+// distribution/reference doing the same work (the kubelet's way).
+func BenchmarkMappingKey(b *testing.B) {
+	const image = "registry.example.com:5000/team-a/api-server:v1.2.3"
+	b.Run("imageref", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := MappingKey(image); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("distribution-reference", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := referenceTrim(image); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
 // BenchmarkMustAttemptImagePullWithMetrics: a hit at 2,000 records with
 // every metric on (the check counter, the latency histogram, the lookup
 // counters); it must not allocate either.
@@ -187,6 +255,7 @@ func BenchmarkMustAttemptImagePullWithMetrics(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(func() { fs.Close() })
 	cache, err := memstore.NewCache(logr.Discard(), fs)
 	if err != nil {
 		b.Fatal(err)
@@ -293,5 +362,24 @@ func BenchmarkStartup(b *testing.B) {
 		if _, err := NewImagePullManager(ctx, cache, policy, runtime); err != nil {
 			b.Fatal(err)
 		}
+		b.StopTimer()
+		fs.Close() // a restart: the next open takes the writer lock again
+		b.StartTimer()
 	}
+}
+
+// referenceTrim is the kubelet's way to the mapping key, through
+// distribution/reference, for comparison only.
+func referenceTrim(image string) (string, error) {
+	parsed, err := reference.Parse(image)
+	if err != nil {
+		return "", err
+	}
+	if d, ok := parsed.(reference.Digested); ok {
+		image = strings.TrimSuffix(image, "@"+d.Digest().String())
+	}
+	if t, ok := parsed.(reference.Tagged); ok {
+		image = strings.TrimSuffix(image, ":"+t.Tag())
+	}
+	return image, nil
 }

@@ -137,8 +137,8 @@ func (m *PullManager) decide(ctx context.Context, image, imageRef string, getPod
 	}
 	// Step 7.
 	key, hit, err := m.mappingKey(image)
-	if metrics != nil {
-		metrics.nameLookup(hit)
+	if metrics != nil && m.normalizedNames {
+		metrics.nameLookup(hit) // only the normalised mode has a name cache
 	}
 	if err != nil {
 		if !dryRun {

@@ -73,7 +73,7 @@ func NewImagePullManager(ctx context.Context, records accessor.PullRecordsAccess
 		metrics:          o.metrics,
 		protectPreloaded: o.protectPreloaded,
 		normalizedNames:  o.normalizedNames,
-		mappingKey:       upstreamKeyCached,
+		mappingKey:       upstreamKey,
 		intentLocks:      keylock.New(o.lockStripes),
 		pulledLocks:      keylock.New(o.lockStripes),
 	}

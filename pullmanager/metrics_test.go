@@ -93,8 +93,19 @@ func TestMetricValues(t *testing.T) {
 	if h, miss := counterValue(metrics.recordHit), counterValue(metrics.recordMiss); h != 2 || miss != 1 {
 		t.Errorf("record lookups hit %v miss %v, want 2 and 1", h, miss)
 	}
-	if h, miss := counterValue(metrics.nameHit), counterValue(metrics.nameMiss); h+miss != 2 || h < 1 {
-		t.Errorf("name lookups hit %v miss %v, want 2 with at least one hit", h, miss)
+	// Upstream mapping keys need no name cache, so none is counted; the
+	// opt-in normalised mode caches names and counts its lookups.
+	if h, miss := counterValue(metrics.nameHit), counterValue(metrics.nameMiss); h+miss != 0 {
+		t.Errorf("name lookups hit %v miss %v without a name cache, want none", h, miss)
+	}
+	normalized := NewMetrics()
+	nstore := newFakeStore()
+	n, _ := newTestManager(t, nstore, mustPolicy(t, AlwaysVerify), WithMetrics(normalized), WithNormalizedImageNames(true))
+	n.RecordImagePulled(ctx, imgX, refA, &accessor.ImagePullCredentials{NodePodsAccessible: true})
+	_, _ = n.MustAttemptImagePull(ctx, imgX, refA, nil)
+	_, _ = n.MustAttemptImagePull(ctx, imgX, refA, nil)
+	if h, miss := counterValue(normalized.nameHit), counterValue(normalized.nameMiss); h+miss != 2 || h < 1 {
+		t.Errorf("normalised mode: name lookups hit %v miss %v, want 2 with at least one hit", h, miss)
 	}
 }
 

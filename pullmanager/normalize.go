@@ -1,12 +1,12 @@
 package pullmanager
 
 import (
+	"errors"
 	"fmt"
-	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/distribution/reference"
+
+	"github.com/pullrecords/pullrecords/internal/imageref"
 )
 
 // MappingKey returns the key under which a pulled record maps credentials
@@ -17,19 +17,14 @@ import (
 // "library/busybox" and "docker.io/library/busybox@sha256:…" gives
 // "docker.io/library/busybox": three different keys, as upstream. An image
 // that does not parse gives an error matching ErrInvalidImageName.
+//
+// The key is a prefix of image (no copy); computing it allocates nothing
+// unless image is invalid.
 func MappingKey(image string) (string, error) {
-	parsed, err := reference.Parse(image)
-	if err != nil {
-		return "", fmt.Errorf("%w %q: %w", ErrInvalidImageName, image, err)
+	if key, ok := imageref.TrimTagDigest(image); ok {
+		return key, nil
 	}
-	key := image
-	if d, ok := parsed.(reference.Digested); ok {
-		key = strings.TrimSuffix(key, "@"+d.Digest().String())
-	}
-	if t, ok := parsed.(reference.Tagged); ok {
-		key = strings.TrimSuffix(key, ":"+t.Tag())
-	}
-	return key, nil
+	return "", invalidImageName(image, func(s string) error { _, err := reference.Parse(s); return err })
 }
 
 // NormalizeImageName returns the fully qualified repository name of image
@@ -39,83 +34,69 @@ func MappingKey(image string) (string, error) {
 // WithNormalizedImageNames mode, not the kubelet's. An image that does not
 // parse gives an error matching ErrInvalidImageName.
 func NormalizeImageName(image string) (string, error) {
-	named, err := reference.ParseNormalizedNamed(image)
-	if err != nil {
-		return "", fmt.Errorf("%w %q: %w", ErrInvalidImageName, image, err)
+	if name, ok := imageref.NormalizedName(image); ok {
+		return name, nil
 	}
-	return named.Name(), nil
+	return "", invalidImageName(image, func(s string) error { _, err := reference.ParseNormalizedNamed(s); return err })
 }
 
-// boundedCache maps strings to values computed by a pure function. It is safe
-// for concurrent use and lock-free for reads. When it holds more than max
-// entries it is emptied, so memory stays bounded whatever strings pods use;
-// the values are pure, so dropping them only costs a recomputation.
-type boundedCache[V any] struct {
-	m   sync.Map // string -> *V
-	n   atomic.Int64
-	max int64
-}
-
-func newBoundedCache[V any](max int) *boundedCache[V] {
-	return &boundedCache[V]{max: int64(max)}
-}
-
-// get returns the cached value for key and whether it was cached.
-func (c *boundedCache[V]) get(key string) (*V, bool) {
-	v, ok := c.m.Load(key)
-	if !ok {
-		return nil, false
+// invalidImageName is the error for an image string imageref rejected,
+// with the reason distribution/reference gives (parse is only called on
+// this failure path, never on a check that succeeds).
+func invalidImageName(image string, parse func(string) error) error {
+	cause := parse(image)
+	if cause == nil {
+		cause = errors.New("not a valid reference")
 	}
-	return v.(*V), true
+	return fmt.Errorf("%w %q: %w", ErrInvalidImageName, truncateForError(image), cause)
 }
 
-// put stores value for key, emptying the cache first if it is full.
-func (c *boundedCache[V]) put(key string, value *V) {
-	if c.n.Add(1) > c.max {
-		c.m.Clear()
-		c.n.Store(1)
+// truncateForError keeps error messages bounded whatever a pod spec holds.
+func truncateForError(s string) string {
+	const max = 300
+	if len(s) <= max {
+		return s
 	}
-	if _, loaded := c.m.LoadOrStore(key, value); loaded {
-		c.n.Add(-1)
-	}
+	return s[:max] + "…"
 }
 
-// nameCacheSize bounds the number of image strings whose key is remembered,
-// per kind of key. Image strings come from pod specs, so a node sees a few
-// hundred distinct ones; the bound only protects against abuse.
-const nameCacheSize = 1 << 14
+// keyFunc computes a mapping key from an image string. hit reports whether
+// the result came from a cache (always false without one).
+type keyFunc func(image string) (key string, hit bool, err error)
+
+// upstreamKey is MappingKey as a keyFunc. It needs no cache: it allocates
+// nothing and reads the string once.
+func upstreamKey(image string) (string, bool, error) {
+	key, err := MappingKey(image)
+	return key, false, err
+}
+
+// normalizedKeys caches NormalizeImageName results for the whole process:
+// the result is a pure function of the string, so managers and policies
+// share it, and a cached name is not allocated again.
+var normalizedKeys = newNameCache[imageKey](nameCacheEntries, nameCacheBytes)
 
 type imageKey struct {
 	key string
 	err error
 }
 
-// upstreamKeys and normalizedKeys cache MappingKey and NormalizeImageName
-// results for the whole process: both are pure functions of the string, so
-// managers and policies share them.
-var (
-	upstreamKeys   = newBoundedCache[imageKey](nameCacheSize)
-	normalizedKeys = newBoundedCache[imageKey](nameCacheSize)
-)
+// maxCachedImage bounds the image strings the name cache keeps. Valid
+// references have no length limit (a registry host name is unbounded), but
+// pod specs hold short ones; longer strings are parsed each time, in linear
+// time, and never fill the cache.
+const maxCachedImage = 512
 
-// keyFunc computes a mapping key from an image string, with a cache in
-// front. hit reports whether the result came from the cache.
-type keyFunc func(image string) (key string, hit bool, err error)
-
-func cachedKey(cache *boundedCache[imageKey], compute func(string) (string, error)) keyFunc {
-	return func(image string) (string, bool, error) {
-		if v, ok := cache.get(image); ok {
-			return v.key, true, v.err
-		}
-		key, err := compute(image)
-		cache.put(image, &imageKey{key: key, err: err})
+// normalizeCached is NormalizeImageName through the process-wide cache.
+func normalizeCached(image string) (string, bool, error) {
+	if len(image) > maxCachedImage {
+		key, err := NormalizeImageName(image)
 		return key, false, err
 	}
+	if v, ok := normalizedKeys.get(image); ok {
+		return v.key, true, v.err
+	}
+	key, err := NormalizeImageName(image)
+	normalizedKeys.put(image, imageKey{key: key, err: err}, len(image)+len(key))
+	return key, false, err
 }
-
-var (
-	// upstreamKeyCached is MappingKey through the process-wide cache.
-	upstreamKeyCached = cachedKey(upstreamKeys, MappingKey)
-	// normalizeCached is NormalizeImageName through the process-wide cache.
-	normalizeCached = cachedKey(normalizedKeys, NormalizeImageName)
-)

@@ -179,8 +179,12 @@ func parseAllowlistPattern(p string, normalized bool) (value string, wildcard bo
 	return p, false, nil
 }
 
-// allowlistCacheSize bounds the remembered match results per policy.
-const allowlistCacheSize = 1 << 14
+// allowlistCacheEntries and allowlistCacheBytes bound the remembered match
+// results per policy.
+const (
+	allowlistCacheEntries = 1 << 14
+	allowlistCacheBytes   = 2 << 20
+)
 
 type allowlistPolicy struct {
 	exact    map[string]struct{}
@@ -189,7 +193,7 @@ type allowlistPolicy struct {
 	// NormalizeImageName with WithNormalizedAllowlist.
 	nameOf     keyFunc
 	normalized bool
-	matches    *boundedCache[bool]
+	matches    *nameCache[bool]
 }
 
 func newAllowlistPolicy(patterns []string, normalized bool) (*allowlistPolicy, error) {
@@ -198,9 +202,9 @@ func newAllowlistPolicy(patterns []string, normalized bool) (*allowlistPolicy, e
 	}
 	a := &allowlistPolicy{
 		exact:      make(map[string]struct{}),
-		nameOf:     upstreamKeyCached,
+		nameOf:     upstreamKey,
 		normalized: normalized,
-		matches:    newBoundedCache[bool](allowlistCacheSize),
+		matches:    newNameCache[bool](allowlistCacheEntries, allowlistCacheBytes),
 	}
 	if normalized {
 		a.nameOf = normalizeCached
@@ -229,15 +233,16 @@ func (a *allowlistPolicy) String() string { return string(NeverVerifyAllowlisted
 // by prefix. As upstream, an image string that does not parse is matched as
 // it is; with WithNormalizedAllowlist it is not allowlisted.
 func (a *allowlistPolicy) allowed(image string) bool {
-	if v, ok := a.matches.get(image); ok {
-		return *v
+	if len(image) <= maxCachedImage {
+		if v, ok := a.matches.get(image); ok {
+			return v
+		}
 	}
 	name, _, err := a.nameOf(image)
 	if err != nil {
 		if a.normalized {
 			klog.Background().V(2).Info("Image name does not parse, it is not allowlisted", "image", image, "err", err)
-			ok := false
-			a.matches.put(image, &ok)
+			a.remember(image, false)
 			return false
 		}
 		name = image
@@ -253,6 +258,12 @@ func (a *allowlistPolicy) allowed(image string) bool {
 			}
 		}
 	}
-	a.matches.put(image, &ok)
+	a.remember(image, ok)
 	return ok
+}
+
+func (a *allowlistPolicy) remember(image string, ok bool) {
+	if len(image) <= maxCachedImage {
+		a.matches.put(image, ok, len(image))
+	}
 }

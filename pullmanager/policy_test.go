@@ -190,23 +190,6 @@ func TestNormalizeImageName(t *testing.T) {
 	}
 }
 
-// TestBoundedCacheResets checks the name cache stays bounded.
-func TestBoundedCacheResets(t *testing.T) {
-	c := newBoundedCache[int](3)
-	for i := range 10 {
-		v := i
-		c.put(string(rune('a'+i)), &v)
-	}
-	n := 0
-	c.m.Range(func(any, any) bool { n++; return true })
-	if n > 3 {
-		t.Errorf("cache holds %d entries, bound 3", n)
-	}
-	if v, ok := c.get("j"); !ok || *v != 9 {
-		t.Errorf("latest entry lost: %v %v", v, ok)
-	}
-}
-
 func TestCredentialHash(t *testing.T) {
 	// SHA-256 of {"username":"user","password":"pass","email":"a@b.c"}: only
 	// the set fields, in the struct's order.
