@@ -19,6 +19,8 @@ func exitCode(err error) int {
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.Is(err, errRefused):
+		return exitFailed
 	case errors.Is(err, errProblemsFound):
 		return exitProblems
 	default:
@@ -26,11 +28,12 @@ func exitCode(err error) int {
 	}
 }
 
-// reportError prints err as one line on w, prefixed with the command name.
+// reportError prints err as one line on w, prefixed with the command name:
+// newlines become "; ", other control characters are escaped (esc).
 func reportError(w io.Writer, err error) {
 	msg := err.Error()
 	msg = strings.ReplaceAll(msg, "\n", "; ")
-	fmt.Fprintf(w, "pullrecords: %s\n", msg)
+	fmt.Fprintf(w, "pullrecords: %s\n", esc(msg))
 }
 
 // usageErrorf returns an error that wraps errUsage.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -36,6 +37,12 @@ type fsckOutput struct {
 	Repaired []string `json:"quarantined,omitempty"`
 	// Remaining lists problems left after --repair.
 	Remaining []problemView `json:"remaining,omitempty"`
+	// Actions says what --repair did, entry by entry.
+	Actions []repairAction `json:"actions,omitempty"`
+	// RepairError is set when --repair failed partway.
+	RepairError string `json:"repairError,omitempty"`
+	// Rechecked is set when the store was inspected again after --repair.
+	Rechecked bool `json:"-"`
 }
 
 func newFsckCmd(g *globalOptions) *cobra.Command {
@@ -48,15 +55,17 @@ strictly, its name is the hash of the key it holds, it is of the right kind for
 its directory, it is a regular file with mode 0600, it is not a leftover temporary
 file or a foreign file, and it is written in the current version (v1beta1).
 
-Without --repair nothing is written. With --repair (stop the kubelet first),
-broken and foreign entries are moved to image_manager/quarantine, temporary files
-are removed, v1alpha1 files are rewritten as v1beta1 and modes are reset.
+Without --repair nothing is written and no lock is taken. With --repair (stop
+the kubelet first, then pass --kubelet-stopped if it is still detected), broken
+and foreign entries are moved to image_manager/quarantine, temporary files are
+removed, v1alpha1 files are rewritten as v1beta1 and modes are reset; the table
+and every change made are printed even when the repair fails partway.
 
 Exit status: 0 clean (or clean after --repair), 1 problems found (or left after
 --repair), 2 could not run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runFsck(g, o)
+			return runFsck(cmd.Context(), g, o)
 		},
 	}
 	cmd.Flags().BoolVar(&o.repair, "repair", false, "quarantine broken files, remove temporary files, migrate old versions, fix modes (writes)")
@@ -89,15 +98,22 @@ func viewProblems(r *fsstore.Report) []problemView {
 	return out
 }
 
-func runFsck(g *globalOptions, o *fsckOptions) error {
+func runFsck(ctx context.Context, g *globalOptions, o *fsckOptions) error {
 	if err := checkKubeletDir(g.kubeletDir); err != nil {
 		return err
+	}
+	if o.repair {
+		if err := g.guardWrite(ctx, "fsck --repair"); err != nil {
+			return err
+		}
 	}
 	ok, err := hasStore(g.kubeletDir)
 	if err != nil {
 		return err
 	}
 	out := fsckOutput{Problems: []problemView{}}
+	// repairErr is reported after the output, which says what was done.
+	var repairErr error
 	if ok {
 		report, err := fsstore.Inspect(g.kubeletDir)
 		if err != nil {
@@ -107,24 +123,37 @@ func runFsck(g *globalOptions, o *fsckOptions) error {
 		out.Problems = viewProblems(report)
 		if o.repair && len(report.Files) > 0 {
 			moved, err := fsstore.Repair(g.logger(), g.kubeletDir, report)
+			if errors.Is(err, fsstore.ErrLocked) {
+				// Repair takes the lock first: nothing was done.
+				return lockRefusal("fsck --repair", err)
+			}
 			if err != nil {
-				return fmt.Errorf("repair: %w", describeFSError(err))
+				repairErr = fmt.Errorf("fsck --repair: the repair failed partway (what it did is listed above): %w", describeFSError(err))
+				out.RepairError = cleanDetail(err.Error())
 			}
 			out.Repaired = append([]string{}, moved...)
 			sort.Strings(out.Repaired)
 			after, err := fsstore.Inspect(g.kubeletDir)
 			if err != nil {
-				return describeFSError(err)
+				// Still say what was done before failing.
+				out.Actions = repairActions(out.Problems, out.Repaired, nil)
+				_ = g.emit(out, func(w io.Writer) error { printFsck(w, out, o.repair); return nil })
+				return errors.Join(repairErr, fmt.Errorf("checking again after the repair: %w", describeFSError(err)))
 			}
 			out.Remaining = viewProblems(after)
 			out.Intents, out.Records = after.Intents, after.Records
+			out.Actions = repairActions(out.Problems, out.Repaired, out.Remaining)
+			out.Rechecked = true
 		}
 	}
 	if err := g.emit(out, func(w io.Writer) error {
 		printFsck(w, out, o.repair)
 		return nil
 	}); err != nil {
-		return err
+		return errors.Join(repairErr, err)
+	}
+	if repairErr != nil {
+		return repairErr
 	}
 	left := len(out.Problems)
 	if o.repair {
@@ -136,6 +165,48 @@ func runFsck(g *globalOptions, o *fsckOptions) error {
 	return nil
 }
 
+// repairAction is one change --repair made to an entry ("dir/name"; "dir/"
+// for a directory): quarantined, removed, rewritten or mode reset.
+type repairAction struct {
+	Entry  string `json:"entry"`
+	Action string `json:"action"`
+}
+
+// repairActions tells, for each problem found, what the repair did: moved
+// entries were quarantined; a problem gone afterwards was fixed the way
+// Repair fixes its kind. remaining nil means it could not be checked again:
+// only the moves are known.
+func repairActions(found []problemView, moved []string, remaining []problemView) []repairAction {
+	isMoved := map[string]bool{}
+	for _, m := range moved {
+		isMoved[m] = true
+	}
+	left := map[problemView]bool{}
+	for _, p := range remaining {
+		left[problemView{Dir: p.Dir, Name: p.Name, Problem: p.Problem}] = true
+	}
+	out := []repairAction{}
+	for _, p := range found {
+		entry := p.Dir + "/" + p.Name
+		if isMoved[entry] {
+			out = append(out, repairAction{Entry: entry, Action: "quarantined"})
+			continue
+		}
+		if remaining == nil || left[problemView{Dir: p.Dir, Name: p.Name, Problem: p.Problem}] {
+			continue
+		}
+		switch fsstore.Problem(p.Problem) {
+		case fsstore.ProblemTempFile:
+			out = append(out, repairAction{Entry: entry, Action: "removed"})
+		case fsstore.ProblemOldVersion:
+			out = append(out, repairAction{Entry: entry, Action: "rewritten"})
+		case fsstore.ProblemBadMode:
+			out = append(out, repairAction{Entry: entry, Action: "mode reset"})
+		}
+	}
+	return out
+}
+
 func printFsck(w io.Writer, out fsckOutput, repair bool) {
 	if len(out.Problems) > 0 {
 		row(w, "DIR", "NAME", "PROBLEM", "DETAIL")
@@ -145,12 +216,27 @@ func printFsck(w io.Writer, out fsckOutput, repair bool) {
 		fmt.Fprintln(w)
 	}
 	if repair && len(out.Problems) > 0 {
-		for _, m := range out.Repaired {
-			fmt.Fprintf(w, "quarantined %s\n", m)
+		for _, a := range out.Actions {
+			switch a.Action {
+			case "rewritten":
+				fmt.Fprintf(w, "rewrote %s as %s\n", esc(a.Entry), accessor.CurrentVersion)
+			case "mode reset":
+				fmt.Fprintf(w, "reset the mode of %s\n", esc(a.Entry))
+			default:
+				fmt.Fprintf(w, "%s %s\n", a.Action, esc(a.Entry))
+			}
 		}
-		fmt.Fprintf(w, "%s found; repaired (%s quarantined); %s, %s readable; %s left\n",
-			plural(len(out.Problems), "problem"), plural(len(out.Repaired), "entry"),
-			plural(out.Intents, "intent"), plural(out.Records, "record"), plural(len(out.Remaining), "problem"))
+		verdict := "repaired"
+		if out.RepairError != "" {
+			verdict = "repair failed partway"
+		}
+		left := "not checked again"
+		if out.Rechecked {
+			left = plural(len(out.Remaining), "problem") + " left"
+		}
+		fmt.Fprintf(w, "%s found; %s (%s quarantined); %s, %s readable; %s\n",
+			plural(len(out.Problems), "problem"), verdict, plural(len(out.Repaired), "entry"),
+			plural(out.Intents, "intent"), plural(out.Records, "record"), left)
 		return
 	}
 	fmt.Fprintf(w, "%s, %s readable; %s found\n", plural(out.Intents, "intent"), plural(out.Records, "record"), plural(len(out.Problems), "problem"))

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"io/fs"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	"k8s.io/klog/v2"
 
 	"github.com/pullrecords/pullrecords/fsstore"
 )
@@ -44,14 +48,23 @@ func TestScripts(t *testing.T) {
 			"fakecri":    cmdFakeCRI,
 			"grpcnotcri": cmdGRPCNotCRI,
 			"criid":      cmdCRIID,
+			"holdlock":   cmdHoldLock,
+			"healthz":    cmdHealthz,
+			"bigfile":    cmdBigFile,
+			"setenvq":    cmdSetenvQuoted,
 		},
 	})
 }
 
 // setupScript gives record trees from the archive the modes the kubelet
 // uses; txtar files are created 0666/0777 minus umask.
+// It also makes the running-kubelet check hermetic: no /proc to scan and no
+// healthz probe, unless a script sets PULLRECORDS_PROC_ROOT or
+// PULLRECORDS_KUBELET_HEALTHZ_URL.
 func setupScript(env *testscript.Env) error {
 	env.Setenv("HOME", env.WorkDir)
+	env.Setenv(envProcRoot, filepath.Join(env.WorkDir, ".no-proc"))
+	env.Setenv(envHealthzURL, "")
 	return fixModes(env.WorkDir)
 }
 
@@ -149,4 +162,57 @@ func cmdUpstreamFixtures(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("upstreamfx: unknown testdata %q", args[0])
 	}
 	ts.Check(fixModes(ts.MkAbs(args[1])))
+}
+
+// cmdHoldLock: holdlock KUBELETDIR — open the records under KUBELETDIR
+// writable in the test process, holding their lock until the script ends,
+// as a kubelet built on this library (or another writer) does. Sets
+// LOCKPID to the holder's PID.
+func cmdHoldLock(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: holdlock KUBELETDIR")
+	}
+	s, err := fsstore.New(klog.Background(), ts.MkAbs(args[0]), fsstore.WithoutSync())
+	ts.Check(err)
+	ts.Defer(func() { s.Close() })
+	ts.Setenv("LOCKPID", strconv.Itoa(os.Getpid()))
+}
+
+// cmdHealthz: healthz CODE — serve a fake kubelet healthz endpoint that
+// answers CODE until the script ends, and set HEALTHZ to its URL.
+func cmdHealthz(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: healthz CODE")
+	}
+	code, err := strconv.Atoi(args[0])
+	ts.Check(err)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(code) }))
+	ts.Defer(srv.Close)
+	ts.Setenv("HEALTHZ", srv.URL+"/healthz")
+}
+
+// cmdBigFile: bigfile NAME SIZE — write SIZE bytes of a valid-looking YAML
+// comment to NAME.
+func cmdBigFile(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: bigfile NAME SIZE")
+	}
+	n, err := strconv.Atoi(args[1])
+	ts.Check(err)
+	data := bytes.Repeat([]byte("#"), n)
+	if n > 0 {
+		data[n-1] = '\n'
+	}
+	ts.Check(os.WriteFile(ts.MkAbs(args[0]), data, 0o600))
+}
+
+// cmdSetenvQuoted: setenvq NAME "GO-QUOTED" — set NAME to the unquoted Go
+// string, so a script can pass control characters as arguments.
+func cmdSetenvQuoted(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: setenvq NAME GO-QUOTED-STRING")
+	}
+	v, err := strconv.Unquote(args[1])
+	ts.Check(err)
+	ts.Setenv(args[0], v)
 }

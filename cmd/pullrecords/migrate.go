@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -29,13 +30,14 @@ func newMigrateCmd(g *globalOptions) *cobra.Command {
 		Long: `List the intent and record files written in kubelet.config.k8s.io/v1alpha1, which
 a kubelet since v1.35 (and this module) rewrites as v1beta1. Dry run by default.
 
-With --apply the store is opened for writing as the kubelet opens it (stop the
-kubelet first): every readable v1alpha1 file is rewritten as v1beta1, with the
+Without --apply nothing is written and no lock is taken. With --apply the store
+is opened for writing as the kubelet opens it, taking the records' lock (stop the
+kubelet first, then pass --kubelet-stopped if it is still detected): every readable v1alpha1 file is rewritten as v1beta1, with the
 same bytes apart from the apiVersion, and stray temporary files are removed.
 Files that do not decode are left alone; see "pullrecords fsck".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runMigrate(g, o)
+			return runMigrate(cmd.Context(), g, o)
 		},
 	}
 	cmd.Flags().BoolVar(&o.apply, "apply", false, "rewrite the files (writes)")
@@ -56,9 +58,14 @@ func oldVersionFiles(kubeletDir string) ([]problemView, error) {
 	return out, nil
 }
 
-func runMigrate(g *globalOptions, o *migrateOptions) error {
+func runMigrate(ctx context.Context, g *globalOptions, o *migrateOptions) error {
 	if err := checkKubeletDir(g.kubeletDir); err != nil {
 		return err
+	}
+	if o.apply {
+		if err := g.guardWrite(ctx, "migrate --apply"); err != nil {
+			return err
+		}
 	}
 	ok, err := hasStore(g.kubeletDir)
 	if err != nil {
@@ -71,7 +78,7 @@ func runMigrate(g *globalOptions, o *migrateOptions) error {
 		}
 	}
 	if ok && o.apply && len(out.Files) > 0 {
-		store, err := g.openWritable()
+		store, err := g.openWritable("migrate --apply")
 		if err != nil {
 			return err
 		}

@@ -45,7 +45,8 @@ imageRef is not among the runtime's image IDs and it was last updated before the
 cut-off (now minus --older-than, taken before the runtime is asked for its images,
 so a record written during the listing is never pruned). Intents are never pruned.
 
-Stop the kubelet first, or use --dry-run, which writes nothing.`,
+Stop the kubelet first (then pass --kubelet-stopped if it is still detected), or
+use --dry-run, which writes nothing and takes no lock.`,
 		Example: `  pullrecords prune --cri unix:///run/containerd/containerd.sock --older-than 24h --dry-run`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -102,6 +103,11 @@ func runPrune(ctx context.Context, g *globalOptions, o *pruneOptions, clk clock.
 	if err := checkKubeletDir(g.kubeletDir); err != nil {
 		return err
 	}
+	if !o.dryRun {
+		if err := g.guardWrite(ctx, "prune"); err != nil {
+			return err
+		}
+	}
 	svc, err := dialCRI(ctx, o.endpoint, o.timeout)
 	if err != nil {
 		return err
@@ -125,7 +131,7 @@ func runPrune(ctx context.Context, g *globalOptions, o *pruneOptions, clk clock.
 	if o.dryRun {
 		store, err = g.openReadOnly()
 	} else {
-		store, err = g.openWritable()
+		store, err = g.openWritable("prune")
 	}
 	if err != nil {
 		return err

@@ -4,11 +4,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
+
+	"github.com/pullrecords/pullrecords/cmd/pullrecords/internal/kubeletcheck"
 )
 
 const rootLong = `pullrecords inspects, explains and repairs the image pull records that enforce
@@ -17,7 +20,12 @@ const rootLong = `pullrecords inspects, explains and repairs the image pull reco
 
 Start with:  pullrecords demo
 
-Commands are read-only unless their help says they write.
+Commands are read-only unless their help says they write. Read-only commands
+never take the records' lock and work beside a running kubelet. The writing
+ones (fsck --repair, migrate --apply, prune) refuse while another process holds
+the records' lock, and while a kubelet is seen running on this node unless
+--kubelet-stopped says it is not: a stock kubelet reads the records only when
+it starts, takes no lock, and would act on stale records.
 
 Exit status:
   0  success (a "must pull" decision from explain is an answer, not an error)
@@ -30,6 +38,13 @@ type globalOptions struct {
 	kubeletDir string
 	output     string
 	verbosity  int
+
+	// kubeletStopped asserts that no kubelet runs: it skips the
+	// running-kubelet check of the writing commands.
+	kubeletStopped bool
+	// procRoot and healthzURL are where that check looks.
+	procRoot   string
+	healthzURL string
 
 	stdout io.Writer
 	stderr io.Writer
@@ -73,6 +88,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 			if _, err := parseFormat(g.output); err != nil {
 				return err
 			}
+			g.checkDefaultsFromEnv(cmd)
 			return setVerbosity(g.verbosity)
 		},
 	}
@@ -85,6 +101,13 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVar(&g.kubeletDir, "kubelet-dir", "/var/lib/kubelet", "the kubelet root directory (records live in <dir>/image_manager)")
 	pf.StringVarP(&g.output, "output", "o", "table", "output format: table, json or yaml")
 	pf.IntVarP(&g.verbosity, "verbosity", "v", 0, "log verbosity (klog -v), logs go to stderr")
+	pf.BoolVar(&g.kubeletStopped, "kubelet-stopped", false,
+		"assert that no kubelet is running on this node, so the writing commands (fsck --repair, migrate --apply, prune) skip their running-kubelet check; "+
+			"a stock kubelet reads the records only at start-up and would act on stale ones if they changed under it. The records' lock is still honoured")
+	pf.StringVar(&g.procRoot, "proc-root", kubeletcheck.DefaultProcRoot,
+		"where the running-kubelet check looks for a process named kubelet (the host's /proc when run in a container; env "+envProcRoot+")")
+	pf.StringVar(&g.healthzURL, "kubelet-healthz-url", kubeletcheck.DefaultHealthzURL,
+		"the kubelet healthz endpoint the running-kubelet check probes; empty skips the probe (env "+envHealthzURL+")")
 
 	root.AddCommand(
 		newDemoCmd(g),
@@ -98,6 +121,24 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	)
 	wrapArgs(root)
 	return root
+}
+
+// Environment variables that set --proc-root and --kubelet-healthz-url when
+// the flag is not given.
+const (
+	envProcRoot   = "PULLRECORDS_PROC_ROOT"
+	envHealthzURL = "PULLRECORDS_KUBELET_HEALTHZ_URL"
+)
+
+// checkDefaultsFromEnv applies the environment to the check's flags the user
+// did not set. The help keeps showing the built-in defaults.
+func (g *globalOptions) checkDefaultsFromEnv(cmd *cobra.Command) {
+	if v, ok := os.LookupEnv(envProcRoot); ok && !cmd.Flags().Changed("proc-root") {
+		g.procRoot = v
+	}
+	if v, ok := os.LookupEnv(envHealthzURL); ok && !cmd.Flags().Changed("kubelet-healthz-url") {
+		g.healthzURL = v
+	}
 }
 
 // wrapArgs makes argument-count errors of c and its children usage errors.

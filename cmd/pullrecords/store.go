@@ -78,15 +78,17 @@ func (g *globalOptions) openReadOnly() (readStore, error) {
 	return s, nil
 }
 
-// openWritable opens the store under --kubelet-dir for writing; opening
-// migrates v1alpha1 files and removes stray temporary files.
-func (g *globalOptions) openWritable() (*fsstore.Store, error) {
+// openWritable opens the store under --kubelet-dir for writing, for the
+// command what, taking the records' lock: if another process holds it, the
+// error is what's refusal naming the holder. Opening migrates v1alpha1 files
+// and removes stray temporary files. Call guardWrite first.
+func (g *globalOptions) openWritable(what string) (*fsstore.Store, error) {
 	if err := checkKubeletDir(g.kubeletDir); err != nil {
 		return nil, err
 	}
 	s, err := fsstore.New(g.logger(), g.kubeletDir)
 	if err != nil {
-		return nil, describeFSError(err)
+		return nil, lockRefusal(what, describeFSError(err))
 	}
 	return s, nil
 }
