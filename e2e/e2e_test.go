@@ -93,6 +93,7 @@ func newNodeOn(t *testing.T, ctx context.Context, svc *cri.ImageService, kubelet
 	if err != nil {
 		t.Fatalf("NewImagePullManager: %v", err)
 	}
+	t.Cleanup(func() { store.Close() })
 	return &node{cri: svc, kubeletDir: kubeletDir, store: store, pulls: pm}
 }
 
@@ -472,7 +473,12 @@ func TestRestartsInTheMiddleOfAnApply(t *testing.T) {
 		t.Errorf("intents left by the first manager: %v, %v", intents, err)
 	}
 
-	// A new kubelet and a new image cache manager on the same directories.
+	// A new kubelet and a new image cache manager on the same directories:
+	// the first kubelet's store is closed, as its death would release the
+	// directory's writer lock.
+	if err := n.store.Close(); err != nil {
+		t.Fatal(err)
+	}
 	_, ctx2 := ktesting.NewTestContext(t)
 	n2 := newNodeOn(t, ctx2, n.cri, kubeletDir)
 	c2 := newCollector()
