@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -19,7 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/pullrecords/pullrecords/imagecache"
-	"github.com/pullrecords/pullrecords/memstore"
+	"github.com/pullrecords/pullrecords/internal/atomicfile"
 	"github.com/pullrecords/pullrecords/pullmanager"
 )
 
@@ -62,15 +63,24 @@ func newCacheCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cache",
 		Short: "Drive the node-local image cache manager",
-		Long: `Keep declared sets of images (image caches) present on this node through the CRI,
-recording every pull in the pull records, so an image a cache pulls with a secret is
-usable only by pods that hold that secret, and an anonymous one by every pod.
+		Long: `Keep declared sets of public images (image caches) present on this node through the
+CRI, beside the kubelet.
+
+This command is another process beside the kubelet, so it writes nothing in the
+kubelet's pull records (no intents, no records) and pulls only anonymously. A
+running stock kubelet never sees records another process writes: an image pulled
+here with a tenant's secret would look preloaded to it, usable by every pod. So a
+cache with a pullSecret is refused. To pre-pull private images, either let the
+kubelet pull them (a pod bound to the node carrying the imagePullSecrets: the
+cluster pre-pull), or run the image cache in-process in a kubelet built on the
+pullrecords library (it holds the records' lock and records each secret).
 
   cache apply -f FILE         declare caches (YAML or JSON list); writes the state dir
   cache status                show the declared caches and the last run's results
-  cache run --cri ENDPOINT    do the work: pull, refresh, purge (writes records)
+  cache run --cri ENDPOINT    do the work: pull, refresh, purge through the CRI
 
-The state lives in <kubelet dir>/pullrecords (change with --state-dir).`,
+The state lives in <kubelet dir>/pullrecords (change with --state-dir), never in
+<kubelet dir>/image_manager.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return cmd.Help()
@@ -81,9 +91,38 @@ The state lives in <kubelet dir>/pullrecords (change with --state-dir).`,
 	return cmd
 }
 
+// maxCacheFileSize bounds a cache file: it is read whole and parsed, and a
+// node's caches fit in far less.
+const maxCacheFileSize = 4 << 20
+
+// readLimited reads path, refusing a file larger than limit bytes before
+// parsing anything: by its size when it is a regular file, else by reading
+// at most limit+1 bytes.
+func readLimited(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	tooLarge := func(size string) error {
+		return fmt.Errorf("%s is larger than %d MiB (%s); refusing to read it", path, limit>>20, size)
+	}
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > limit {
+		return nil, tooLarge(plural(int(fi.Size()), "byte"))
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, tooLarge("more than " + plural(int(limit), "byte"))
+	}
+	return data, nil
+}
+
 // readCacheFile parses a YAML or JSON list of caches, strictly.
 func readCacheFile(path string) ([]imagecache.ImageCache, error) {
-	data, err := os.ReadFile(path)
+	data, err := readLimited(path, maxCacheFileSize)
 	if err != nil {
 		return nil, err
 	}
@@ -126,13 +165,14 @@ func (noImages) PullImage(context.Context, string, *pullmanager.AuthConfig) (str
 }
 func (noImages) RemoveImage(context.Context, string) error { return errNoRuntime }
 
-// offlineManager opens the cache manager's state without a runtime.
+// offlineManager opens the cache manager's state without a runtime, as a
+// standalone manager (it refuses caches with a pull secret).
 func (o *cacheOptions) offlineManager(g *globalOptions) (*imagecache.Manager, error) {
 	if err := checkKubeletDir(g.kubeletDir); err != nil {
 		return nil, err
 	}
 	state, _ := o.stateDirs(g)
-	m, err := imagecache.New(g.logger(), noImages{}, pullmanager.NoopImagePullManager{}, imagecache.WithStateDir(state))
+	m, err := imagecache.NewStandalone(g.logger(), noImages{}, imagecache.WithStateDir(state))
 	if err != nil {
 		return nil, describeFSError(err)
 	}
@@ -144,18 +184,23 @@ func newCacheApplyCmd(g *globalOptions, o *cacheOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE",
 		Short: "Declare image caches from a YAML or JSON file (writes the state dir)",
-		Long: `Declare image caches from a YAML or JSON list. Each cache has a namespace, a name,
-images, and optionally forceFullCache, refreshInterval (for example 1h) and a
-pullSecret {namespace, name, uid, username, password, email}. The work is done by
-"cache run".`,
+		Long: `Declare image caches from a YAML or JSON list (at most 4 MiB). Each cache has a
+namespace, a name, images, and optionally forceFullCache and refreshInterval (for
+example 1h). The work is done by "cache run".
+
+A cache with a pullSecret is refused, and nothing in the file is applied: this
+command pulls beside the kubelet, where a private image would look preloaded to a
+stock kubelet and every pod could use it. Let the kubelet pull private images (a
+pod bound to the node carrying the imagePullSecrets: the cluster pre-pull), or run
+the image cache in-process in a kubelet built on the pullrecords library.`,
 		Example: `  # caches.yaml
-  - namespace: team-a
-    name: base
-    images: [registry.example.com/team-a/api:1.4]
-    pullSecret: {namespace: team-a, name: regcred, uid: 5b1c0c7e, username: robot, password: s3cret}
   - namespace: shared
     name: public
     images: [nginx:1.27, registry.k8s.io/pause:3.10]
+  - namespace: ops
+    name: tools
+    refreshInterval: 24h
+    images: [busybox:1.37]
 
   pullrecords cache apply -f caches.yaml`,
 		Args: cobra.NoArgs,
@@ -167,6 +212,9 @@ pullSecret {namespace, name, uid, username, password, email}. The work is done b
 			if err != nil {
 				return err
 			}
+			if err := refusePrivate("cache apply", caches); err != nil {
+				return err
+			}
 			m, err := o.offlineManager(g)
 			if err != nil {
 				return err
@@ -175,13 +223,36 @@ pullSecret {namespace, name, uid, username, password, email}. The work is done b
 				if err := m.Apply(cmd.Context(), c); err != nil {
 					return fmt.Errorf("cache %s/%s: %w", c.Namespace, c.Name, err)
 				}
-				fmt.Fprintf(g.stdout, "applied %s/%s (%s)\n", c.Namespace, c.Name, plural(len(c.Images), "image"))
+				fmt.Fprintf(g.stdout, "applied %s (%s)\n", esc(c.Ref().String()), plural(len(c.Images), "image"))
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "YAML or JSON file with a list of image caches")
 	return cmd
+}
+
+// refusePrivate refuses caches with a pull secret, naming them, with the two
+// safe ways to pre-pull a private image. Nothing of a refused file is
+// applied, and a run with one in its state does not start.
+func refusePrivate(what string, caches []imagecache.ImageCache) error {
+	var names []string
+	for _, c := range caches {
+		if c.PullSecret != nil {
+			names = append(names, c.Ref().String())
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	which := "cache " + names[0] + ": it has"
+	if len(names) > 1 {
+		which = "caches " + strings.Join(names, ", ") + ": they have"
+	}
+	return fmt.Errorf("%s: refusing %s a pullSecret, and this command pulls beside the kubelet, where a private image looks preloaded to a stock kubelet and every pod could use it (%w); "+
+		"let the kubelet pull it (a pod bound to this node carrying the imagePullSecrets: the cluster pre-pull), "+
+		"or run the image cache in-process in a kubelet built on the pullrecords library (it holds the records' lock and records the secret)",
+		what, which, imagecache.ErrPrivateImage)
 }
 
 // cacheStatusView is one cache as "cache status" prints it.
@@ -283,11 +354,9 @@ func writeLastRun(path string, last map[string]*lastRunStatus) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	// A fresh temporary name, never a fixed one a symbolic link could be
+	// planted at; fsync, rename, fsync the directory.
+	return atomicfile.WriteFile(filepath.Dir(path), filepath.Base(path), append(data, '\n'), 0o600)
 }
 
 type cacheRunOptions struct {
@@ -302,11 +371,16 @@ func newCacheRunCmd(g *globalOptions, o *cacheOptions) *cobra.Command {
 	r := &cacheRunOptions{}
 	cmd := &cobra.Command{
 		Use:   "run --cri ENDPOINT",
-		Short: "Pull, refresh and purge the declared images through the CRI (writes)",
+		Short: "Pull, refresh and purge the declared images through the CRI (anonymously; writes no records)",
 		Long: `Work the image caches: resume unfinished work, pull what is missing, refresh caches
-that have a refresh interval, and purge images dropped from caches. Every pull is
-recorded in the pull records. Runs until interrupted; with --once it refreshes every
-cache once, waits for the work to finish and exits (status 1 if any work failed).
+that have a refresh interval, and purge images dropped from caches. Runs until
+interrupted; with --once it refreshes every cache once, waits for the work to
+finish and exits (status 1 if any work failed).
+
+It runs beside the kubelet as a standalone image cache: pulls are anonymous, an
+image the runtime has counts as pulled, and nothing is written under
+<kubelet dir>/image_manager (a running stock kubelet would not see it). It does
+not start while an applied cache has a pullSecret (see "cache apply --help").
 
 On a terminal a progress line is shown; otherwise one line per result.`,
 		Args: cobra.NoArgs,
@@ -319,7 +393,8 @@ On a terminal a progress line is shown; otherwise one line per result.`,
 	f.BoolVar(&r.once, "once", false, "refresh every cache once, wait for the work, and exit")
 	f.IntVar(&r.workers, "workers", imagecache.DefaultWorkers, "parallel pulls")
 	f.DurationVar(&r.timeout, "timeout", 10*time.Second, "timeout of each CRI call other than pulls")
-	f.StringVar(&r.policy, "policy", string(pullmanager.NeverVerifyPreloadedImages), "credential verification policy of the pull manager")
+	f.StringVar(&r.policy, "policy", "", "no effect: cache run records nothing and asks no pull manager")
+	_ = f.MarkDeprecated("policy", "cache run pulls anonymously and records nothing; the flag has no effect")
 	return cmd
 }
 
@@ -340,9 +415,9 @@ func (p *progress) result(r imagecache.ImageWorkResult) {
 	if r.Status == imagecache.StatusFailed || r.Status == imagecache.StatusUnknown {
 		p.failed++
 	}
-	line := fmt.Sprintf("%-13s %-8s %s %s %s", r.Status, r.Request.WorkType, r.Request.ImageCache, r.Request.Image, r.Reason)
+	line := fmt.Sprintf("%-13s %-8s %s %s %s", r.Status, r.Request.WorkType, esc(r.Request.ImageCache.String()), esc(r.Request.Image), r.Reason)
 	if r.Message != "" && r.Status != imagecache.StatusSucceeded && r.Status != imagecache.StatusAlreadyPulled {
-		line += ": " + r.Message
+		line += ": " + esc(r.Message)
 	}
 	if p.terminal {
 		fmt.Fprintf(p.w, "\r\x1b[K%s  [%d succeeded, %d already pulled, %d failed]",
@@ -358,7 +433,7 @@ func (p *progress) status(s imagecache.CacheStatus) {
 	if p.terminal {
 		fmt.Fprint(p.w, "\r\x1b[K")
 	}
-	fmt.Fprintf(p.w, "%s %s batch %d complete: %s in %s\n", s.ImageCache, s.WorkType, s.Batch, plural(s.Requests, "request"), s.Duration.Round(time.Millisecond))
+	fmt.Fprintf(p.w, "%s %s batch %d complete: %s in %s\n", esc(s.ImageCache.String()), s.WorkType, s.Batch, plural(s.Requests, "request"), s.Duration.Round(time.Millisecond))
 }
 
 func isTerminal(w io.Writer) bool {
@@ -371,10 +446,6 @@ func isTerminal(w io.Writer) bool {
 }
 
 func runCache(parent context.Context, g *globalOptions, o *cacheOptions, r *cacheRunOptions) error {
-	policy, err := buildPolicy(r.policy, nil)
-	if err != nil {
-		return err
-	}
 	if r.workers < 1 {
 		return usageErrorf("--workers %d: want at least 1", r.workers)
 	}
@@ -388,26 +459,25 @@ func runCache(parent context.Context, g *globalOptions, o *cacheOptions, r *cach
 	if err := checkKubeletDir(g.kubeletDir); err != nil {
 		return err
 	}
+	if r.endpoint == "" {
+		return usageErrorf("--cri is required (for example unix:///run/containerd/containerd.sock)")
+	}
+	// Refuse before dialing: a cache with a pull secret in the state (an
+	// older version applied it) must not be pulled from here.
+	state, statusFile := o.stateDirs(g)
+	applied, err := imagecache.LoadState(state)
+	if err != nil {
+		return describeFSError(err)
+	}
+	if err := refusePrivate("cache run", applied); err != nil {
+		return err
+	}
 	svc, err := dialCRI(ctx, r.endpoint, r.timeout)
 	if err != nil {
 		return err
 	}
 	defer svc.Close()
-	store, err := g.openWritable()
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	records, err := memstore.NewCache(logger, store)
-	if err != nil {
-		return err
-	}
-	pulls, err := pullmanager.NewImagePullManager(ctx, records, policy, svc)
-	if err != nil {
-		return err
-	}
 
-	state, statusFile := o.stateDirs(g)
 	last, err := readLastRun(statusFile)
 	if err != nil {
 		return err
@@ -416,7 +486,7 @@ func runCache(parent context.Context, g *globalOptions, o *cacheOptions, r *cach
 	var mu sync.Mutex
 	waiting := map[string]uint64{} // cache -> batch --once waits for
 	host, _ := os.Hostname()
-	m, err := imagecache.New(logger, svc, pulls,
+	m, err := imagecache.NewStandalone(logger, svc,
 		imagecache.WithStateDir(state),
 		imagecache.WithWorkers(r.workers),
 		imagecache.WithNode(host, ""),
