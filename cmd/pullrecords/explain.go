@@ -120,18 +120,18 @@ func decisionWord(mustPull bool) string {
 }
 
 func printExplanation(w io.Writer, e explain.Explanation) {
-	fmt.Fprintf(w, "image:\t%s\n", e.Image)
-	fmt.Fprintf(w, "imageRef:\t%s\n", orDash(e.ImageRef))
-	fmt.Fprintf(w, "policy:\t%s\n", orDash(e.Policy))
-	fmt.Fprintf(w, "decision:\t%s (%s), step %d: %s\n", decisionWord(e.MustPull), e.Result, e.DecidedAt, e.Rule)
+	row(w, "image:", e.Image)
+	row(w, "imageRef:", orDash(e.ImageRef))
+	row(w, "policy:", orDash(e.Policy))
+	row(w, "decision:", fmt.Sprintf("%s (%s), step %d: %s", decisionWord(e.MustPull), e.Result, e.DecidedAt, e.Rule))
 	fmt.Fprintln(w, "\nSTEP\tCHECK\tFINDING")
 	for _, s := range e.Steps {
-		fmt.Fprintf(w, "%d\t%s\t%s\n", s.Number, s.Check, s.Finding)
+		row(w, fmt.Sprint(s.Number), s.Check, s.Finding)
 	}
 	if !e.CredentialsLookedUp && e.ImageRef != "" {
 		fmt.Fprintln(w, "\nThe pod's credentials are not looked up for this decision.")
 	}
 	if r := e.WouldRecord; r != nil {
-		fmt.Fprintf(w, "\nThe manager would record secret %s/%s (uid %s) for this image during the check.\n", r.Namespace, r.Name, r.UID)
+		fmt.Fprintf(w, "\nThe manager would record secret %s/%s (uid %s) for this image during the check.\n", esc(r.Namespace), esc(r.Name), esc(r.UID))
 	}
 }
