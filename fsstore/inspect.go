@@ -37,11 +37,20 @@ const (
 	// ProblemBadMode: a file whose permissions are not 0600, or a directory
 	// (Name empty) whose permissions are not 0700.
 	ProblemBadMode Problem = "BadMode"
+	// ProblemBadOwner: an entry not owned by the owner of image_manager/,
+	// or image_manager/ itself (Dir StoreDir) owned by neither root nor the
+	// user running the inspection. Whoever owns an entry can rewrite it, so
+	// a record owned by another user may have been planted. Repair reports
+	// it and changes nothing.
+	ProblemBadOwner Problem = "BadOwner"
 )
+
+// StoreDir is the FileReport.Dir of image_manager/ itself.
+const StoreDir = "."
 
 // FileReport describes one entry with a problem.
 type FileReport struct {
-	Dir     string // IntentsDir or RecordsDir
+	Dir     string // IntentsDir, RecordsDir, or StoreDir for image_manager/ itself
 	Name    string // entry name; empty for the directory itself
 	Kind    string // decoded kind, when the file decoded
 	Version string // decoded version, when the file decoded
@@ -70,12 +79,16 @@ func Inspect(kubeletDir string) (*Report, error) {
 	}
 	defer root.Close()
 	r := &Report{}
+	owner, err := inspectStoreDir(root, r)
+	if err != nil {
+		return nil, err
+	}
 	for _, name := range []string{IntentsDir, RecordsDir} {
 		d, err := openInspectDir(root, kubeletDir, name)
 		if err != nil {
 			return nil, err
 		}
-		err = inspectDir(root, d, r)
+		err = inspectDir(root, d, owner, r)
 		d.fs.Close()
 		if err != nil {
 			return nil, err
@@ -112,12 +125,14 @@ func openInspectDir(root *os.Root, kubeletDir, name string) (*dir, error) {
 	return newDir(name, filepath.Join(kubeletDir, DirName, name), kind, what, fsys), nil
 }
 
-func inspectDir(root *os.Root, d *dir, r *Report) error {
+func inspectDir(root *os.Root, d *dir, owner ownerCheck, r *Report) error {
 	fi, err := root.Lstat(DirName + "/" + d.name)
 	if err != nil {
 		return err
 	}
-	if fi.Mode().Perm() != dirPerm {
+	if err := owner.check(fi); err != nil {
+		r.Files = append(r.Files, FileReport{Dir: d.name, Problem: ProblemBadOwner, Err: err})
+	} else if fi.Mode().Perm() != dirPerm {
 		r.Files = append(r.Files, FileReport{Dir: d.name, Problem: ProblemBadMode,
 			Err: fmt.Errorf("directory mode %v, want %v", fi.Mode().Perm(), dirPerm)})
 	}
@@ -126,7 +141,7 @@ func inspectDir(root *os.Root, d *dir, r *Report) error {
 		return fmt.Errorf("listing %s: %w", d.path, err)
 	}
 	for _, e := range entries {
-		fr, ok := inspectEntry(d, e.Name(), e.Type())
+		fr, ok := inspectEntry(d, owner, e.Name(), e.Type())
 		if ok {
 			if d.name == IntentsDir {
 				r.Intents++
@@ -143,7 +158,7 @@ func inspectDir(root *os.Root, d *dir, r *Report) error {
 
 // inspectEntry examines one directory entry. ok says the file reads back
 // under its own key; fr.Problem is empty when there is nothing to report.
-func inspectEntry(d *dir, name string, typ fs.FileMode) (fr FileReport, ok bool) {
+func inspectEntry(d *dir, owner ownerCheck, name string, typ fs.FileMode) (fr FileReport, ok bool) {
 	fr = FileReport{Dir: d.name, Name: name}
 	switch {
 	case strings.HasSuffix(name, tempSuffix):
@@ -187,7 +202,13 @@ func inspectEntry(d *dir, name string, typ fs.FileMode) (fr FileReport, ok bool)
 		fr.Problem = ProblemOldVersion
 		return fr, true
 	}
-	if info, err := d.fs.Lstat(name); err == nil && info.Mode().Perm() != filePerm {
+	info, err := d.fs.Lstat(name)
+	if err != nil {
+		return fr, true
+	}
+	if err := owner.check(info); err != nil {
+		fr.Problem, fr.Err = ProblemBadOwner, err
+	} else if info.Mode().Perm() != filePerm {
 		fr.Problem = ProblemBadMode
 		fr.Err = fmt.Errorf("file mode %v, want %v", info.Mode().Perm(), filePerm)
 	}
@@ -234,6 +255,14 @@ func Repair(logger klog.Logger, kubeletDir string, r *Report) (moved []string, e
 	var errs []error
 	touched := map[string]bool{}
 	for _, f := range r.Files {
+		if f.Dir == StoreDir && f.Name == "" {
+			if f.Problem == ProblemBadMode {
+				if err := root.Chmod(DirName, dirPerm); err != nil {
+					errs = append(errs, err)
+				}
+			}
+			continue
+		}
 		d, ok := dirs[f.Dir]
 		if !ok {
 			errs = append(errs, fmt.Errorf("report names unknown directory %q", f.Dir))
@@ -251,7 +280,7 @@ func Repair(logger klog.Logger, kubeletDir string, r *Report) (moved []string, e
 			errs = append(errs, fmt.Errorf("report names invalid entry %q", f.Name))
 			continue
 		}
-		now := currentProblem(d, f.Name)
+		now := currentProblem(root, d, f.Name)
 		if now == "" {
 			logger.Info("Entry no longer has a problem, leaving it", "dir", f.Dir, "name", f.Name, "reported", f.Problem)
 			continue
@@ -285,6 +314,8 @@ func Repair(logger klog.Logger, kubeletDir string, r *Report) (moved []string, e
 			if err := root.Chmod(DirName+"/"+rel, filePerm); err != nil {
 				errs = append(errs, err)
 			}
+		case ProblemBadOwner:
+			logger.Info("Entry has another owner than image_manager/; left for an administrator", "dir", f.Dir, "name", f.Name)
 		}
 	}
 	for p := range touched {
@@ -296,12 +327,16 @@ func Repair(logger klog.Logger, kubeletDir string, r *Report) (moved []string, e
 }
 
 // currentProblem examines name again.
-func currentProblem(d *dir, name string) Problem {
+func currentProblem(root *os.Root, d *dir, name string) Problem {
 	info, err := d.fs.Lstat(name)
 	if err != nil {
 		return ""
 	}
-	fr, _ := inspectEntry(d, name, info.Mode().Type())
+	owner, err := storeOwner(root)
+	if err != nil {
+		return ProblemBadOwner
+	}
+	fr, _ := inspectEntry(d, owner, name, info.Mode().Type())
 	return fr.Problem
 }
 
