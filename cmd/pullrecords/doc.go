@@ -6,7 +6,17 @@
 // Guarantees:
 //   - Every command is read-only unless its help says it writes: ls, get,
 //     explain, fsck (without --repair), migrate (without --apply), cache status
-//     and prune --dry-run open the store read-only.
+//     and prune --dry-run open the store read-only and take no lock, so they
+//     work while another process (a kubelet built on this library) holds it.
+//   - fsck --repair, migrate --apply and prune refuse (exit 2, one line
+//     naming the holder) while another process holds the records' lock, and
+//     while a kubelet is detected (a process named kubelet, or its healthz
+//     endpoint answering) unless --kubelet-stopped is given.
+//   - cache run is a standalone image cache: it pulls anonymously only and
+//     writes nothing under image_manager; cache apply and cache run refuse
+//     a cache with a pull secret.
+//   - Control characters in strings from records, files or the runtime are
+//     escaped in table output and error lines; JSON and YAML are exact.
 //   - Exit status 0 means success, 1 means the command ran and found problems
 //     (fsck), 2 means it could not run (bad flag, missing directory,
 //     permission denied, unreachable or non-CRI socket). A "must pull"
@@ -16,5 +26,7 @@
 //   - Credential hashes are never printed in full, and never logged.
 //
 // Non-guarantees: the table output format is for people and may change; use
-// -o json or -o yaml in scripts.
+// -o json or -o yaml in scripts. The running-kubelet check is a safety net:
+// a kubelet in another PID namespace with its healthz endpoint moved or
+// disabled is not detected.
 package main
