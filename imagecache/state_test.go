@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -133,5 +134,28 @@ func TestStateWrites(t *testing.T) {
 	caches, err := LoadState(dir)
 	if err != nil || len(caches) != 1 {
 		t.Errorf("LoadState = %v, %v", caches, err)
+	}
+}
+
+// TestStateReadRefusesLinks: a symbolic link or a FIFO planted at the state
+// file's name is refused, not followed (the state holds credentials).
+func TestStateReadRefusesLinks(t *testing.T) {
+	dir := t.TempDir()
+	other := filepath.Join(t.TempDir(), "other.json")
+	if err := os.WriteFile(other, []byte(`{"version":1,"caches":[],"pendingPurges":[]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(other, filepath.Join(dir, stateFile)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readStateFile(dir); !errors.Is(err, ErrState) {
+		t.Errorf("state file is a symlink: err = %v, want ErrState", err)
+	}
+	fifoDir := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(fifoDir, stateFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readStateFile(fifoDir); !errors.Is(err, ErrState) {
+		t.Errorf("state file is a FIFO: err = %v, want ErrState", err)
 	}
 }
