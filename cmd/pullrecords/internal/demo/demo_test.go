@@ -3,7 +3,9 @@ package demo
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -32,7 +34,7 @@ func runDemo(t testing.TB, noSync bool) ([]Event, Summary) {
 // the summary and the decisions that carry the story.
 func TestRun(t *testing.T) {
 	events, sum := runDemo(t, false)
-	want := Summary{Policy: policyDefault, Decisions: 19, MayUse: 10, MustPull: 9, Pulls: 15, PullsDenied: 4, Records: 7, Intents: 0, Files: 7}
+	want := Summary{Policy: policyDefault, Decisions: 19, MayUse: 10, MustPull: 9, Pulls: 14, PullsDenied: 4, NeverPulled: 1, Prevented: 4, Records: 7, Intents: 0, Files: 7}
 	if diff := cmp.Diff(want, sum, cmpopts.IgnoreFields(Summary{}, "Elapsed")); diff != "" {
 		t.Errorf("summary -want +got:\n%s", diff)
 	}
@@ -64,11 +66,64 @@ func TestRun(t *testing.T) {
 		{"team-b/pause", "must pull", 6, "running"},   // AlwaysVerify
 		{"team-b/tool", "may use", 5, "running"},      // preloaded
 		{"team-a/mirror", "not present", 0, "running"},
-		{"team-b/tool-2", "may use", 5, "running"},   // protected: still preloaded
-		{"team-b/tool-3", "must pull", 8, "running"}, // upstream: poisoned
+		{"team-b/tool-2", "may use", 5, "running"},             // protected: still preloaded
+		{"team-b/tool-3", "must pull", 8, "ErrImageNeverPull"}, // upstream: poisoned
 	} {
 		if diff := cmp.Diff(w, got[w.Pod]); diff != "" {
 			t.Errorf("pod %s -want +got:\n%s", w.Pod, diff)
+		}
+	}
+}
+
+// TestWithoutCheck checks that every pod the registry refused an image
+// already on the node says which pod's private image it would have run
+// without the check, and that no other start says anything of the kind.
+func TestWithoutCheck(t *testing.T) {
+	events, _ := runDemo(t, true)
+	got := map[string]string{}
+	for _, e := range events {
+		if e.Kind != KindStart {
+			continue
+		}
+		refused := e.Outcome == "ErrImagePull" && e.Decision == "must pull"
+		if refused != (e.WithoutCheck != "") {
+			t.Errorf("pod %s (%s, %s): withoutCheck %q", e.Pod, e.Decision, e.Outcome, e.WithoutCheck)
+		}
+		if e.WithoutCheck != "" {
+			got[e.Pod] = e.WithoutCheck
+		}
+	}
+	want := map[string]string{
+		"team-b/snoop":   "team-b/snoop would run team-a's private image, pulled by team-a/api-0 with secret team-a/regcred",
+		"team-b/bare":    "team-b/bare would run team-a's private image, pulled by team-a/api-0 with secret team-a/regcred",
+		"team-a/tools":   "team-a/tools would run team-c's private image, pulled by team-c/tools-0 with service account team-c/builder",
+		"team-b/snoop-2": "team-b/snoop-2 would run team-c's private image, pulled by team-c/batch-0 with service account team-c/builder",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("withoutCheck -want +got:\n%s", diff)
+	}
+}
+
+// TestContrastShowsHarm checks that the kubernetes#138175 scene ends with
+// different outcomes with and without the fix, and says which pod ran what.
+func TestContrastShowsHarm(t *testing.T) {
+	events, _ := runDemo(t, true)
+	var notes []string
+	for _, e := range events {
+		if e.Kind == KindNote {
+			notes = append(notes, e.Format())
+		}
+	}
+	if len(notes) != 1 {
+		t.Fatalf("got %d notes, want 1: %q", len(notes), notes)
+	}
+	for _, want := range []string{
+		"team-a's pull of the same content as " + imgMirror,
+		"with the fix:  team-b/tool-2 runs " + imgAlpine + " from the node -> running",
+		"upstream:      team-b/tool-3 may not use it -> ErrImageNeverPull",
+	} {
+		if !strings.Contains(notes[0], want) {
+			t.Errorf("note does not say %q:\n%s", want, notes[0])
 		}
 	}
 }
@@ -82,6 +137,18 @@ func TestRunIsDeterministic(t *testing.T) {
 	}
 	if len(first) < 20 {
 		t.Errorf("only %d events", len(first))
+	}
+}
+
+// TestRunIsFast holds the demo's promise: under 2 seconds once built, with
+// fsync on, as the command runs it.
+func TestRunIsFast(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector slows the demo down")
+	}
+	_, sum := runDemo(t, false)
+	if sum.Elapsed >= 2*time.Second {
+		t.Errorf("the demo took %v, want under 2s", sum.Elapsed)
 	}
 }
 

@@ -46,6 +46,9 @@ type player struct {
 	allowlist  []string
 	protect    bool
 
+	// outcomes holds the last start event of each pod.
+	outcomes map[string]Event
+
 	sum Summary
 	err error
 }
@@ -62,6 +65,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		clock:      clocktesting.NewFakeClock(startTime),
 		rt:         newFakeRuntime(),
 		policyName: policyDefault,
+		outcomes:   map[string]Event{},
 	}
 	p.setUp()
 	p.sum.Policy = policyDefault
@@ -200,12 +204,13 @@ func agree(pod Pod, e pullmanager.Explanation, must, called, wrote bool) error {
 	return nil
 }
 
-// start is a pod asking for image: the check, then a pull if needed.
+// start is a pod asking for image: the check, then a pull if needed and
+// the pod's imagePullPolicy allows one.
 func (p *player) start(pod Pod, image string) {
 	if p.err != nil {
 		return
 	}
-	ev := Event{Kind: KindStart, Time: p.tick(), Pod: pod.Name, Image: image}
+	ev := Event{Kind: KindStart, Time: p.tick(), Pod: pod.Name, Image: image, PullPolicy: pod.PullPolicy}
 	ev.ImageRef = p.rt.imageRef(image)
 	if ev.ImageRef == "" {
 		ev.Decision = "not present"
@@ -223,20 +228,93 @@ func (p *player) start(pod Pod, image string) {
 		} else {
 			p.sum.MayUse++
 			ev.Outcome = "running"
-			p.emit(ev)
+			p.finish(ev)
 			return
 		}
 	}
-	ev.Pull, ev.Outcome = p.pull(pod, image)
+	if pod.PullPolicy == PullPolicyNever {
+		// The kubelet may not pull: a must-pull answer (or an absent
+		// image) fails the container.
+		p.sum.NeverPulled++
+		ev.Pull, ev.Outcome = "imagePullPolicy Never forbids the pull", "ErrImageNeverPull"
+		p.finish(ev)
+		return
+	}
+	var denied bool
+	ev.Pull, ev.Outcome, denied = p.pull(pod, image)
+	if denied && ev.ImageRef != "" {
+		ev.WithoutCheck = p.withoutCheck(pod, image, ev.ImageRef)
+		p.sum.Prevented++
+	}
+	p.finish(ev)
+}
+
+// finish emits a pod start and remembers its outcome.
+func (p *player) finish(ev Event) {
+	if p.outcomes == nil {
+		p.outcomes = map[string]Event{}
+	}
+	p.outcomes[ev.Pod] = ev
 	p.emit(ev)
 }
 
+// withoutCheck says what a kubelet without the check does for a pod the
+// registry refused although the image is present: under IfNotPresent it
+// starts the present image, pulled by another pod with that pod's
+// credentials.
+func (p *player) withoutCheck(pod Pod, image, imageRef string) string {
+	by, ok := p.rt.privatePuller(imageRef)
+	if !ok {
+		return pod.Name + " would run the copy of " + image + " already on the node, which its credentials cannot pull"
+	}
+	owner, _, _ := strings.Cut(by.pod, "/")
+	return fmt.Sprintf("%s would run %s's private image, pulled by %s %s", pod.Name, owner, by.pod, by.with)
+}
+
+// contrast states what the outcomes of two pods asking for image, one with
+// the kubernetes#138175 fix and one without, show. Both must have started.
+func (p *player) contrast(fixed, upstream, image, secondName string) {
+	if p.err != nil {
+		return
+	}
+	a, okA := p.outcomes[fixed]
+	b, okB := p.outcomes[upstream]
+	if !okA || !okB {
+		p.fail(fmt.Errorf("demo scenario: no outcome for %s or %s", fixed, upstream))
+		return
+	}
+	if a.Outcome == b.Outcome {
+		p.emit(Event{Kind: KindNote, Text: fmt.Sprintf("the fix changes nothing here: %s and %s both end %s", fixed, upstream, a.Outcome)})
+		return
+	}
+	owner, _, _ := strings.Cut(p.outcomesByImage(secondName), "/")
+	p.emit(Event{Kind: KindNote, Text: fmt.Sprintf(
+		"the harm: %s's pull of the same content as %s makes the preloaded image\n"+
+			"count as pulled by the kubelet, with no credentials recorded for its own name.\n"+
+			"  with the fix:  %s runs %s from the node -> %s\n"+
+			"  upstream:      %s may not use it -> %s; under IfNotPresent it would have to\n"+
+			"                 pull it again, so a node that cannot reach the registry fails the same way",
+		owner, secondName, fixed, image, a.Outcome, upstream, b.Outcome)})
+}
+
+// outcomesByImage returns the pod that last started image, or "".
+func (p *player) outcomesByImage(image string) string {
+	pod := ""
+	for name, ev := range p.outcomes {
+		if ev.Image == image && (pod == "" || ev.Time > p.outcomes[pod].Time) {
+			pod = name
+		}
+	}
+	return pod
+}
+
 // pull is the kubelet's pull: intent, pull, then record success or failure.
-func (p *player) pull(pod Pod, image string) (pull, outcome string) {
+// denied reports that the registry refused the pod's credentials.
+func (p *player) pull(pod Pod, image string) (pull, outcome string, denied bool) {
 	p.sum.Pulls++
 	if err := p.mgr.RecordPullIntent(p.logger(), image); err != nil {
 		p.fail(err)
-		return "", ""
+		return "", "", false
 	}
 	ctx := klog.NewContext(p.ctx, p.logger())
 	id, used, err := p.rt.pull(image, pod)
@@ -246,10 +324,10 @@ func (p *player) pull(pod Pod, image string) (pull, outcome string) {
 		if !errors.Is(err, ErrPullDenied) {
 			p.fail(err)
 		}
-		return "pull denied by the registry", "ErrImagePull"
+		return "pull denied by the registry", "ErrImagePull", true
 	}
 	p.mgr.RecordImagePulled(ctx, image, id, used)
-	return "pulled " + describeCredentials(used), "running"
+	return "pulled " + describeCredentials(used), "running", false
 }
 
 func describeCredentials(c *accessor.ImagePullCredentials) string {

@@ -31,12 +31,21 @@ type fakeRuntime struct {
 	mu     sync.Mutex
 	images map[string]*pullmanager.Image // by ID
 	repos  map[string]repo               // by normalised name
+	// pulledBy tells, per image ID, which pod first pulled the content with
+	// its own credentials (a secret or a service account), and with which.
+	pulledBy map[string]privatePull
+}
+
+// privatePull is a pull made with a pod's private credentials.
+type privatePull struct {
+	pod  string // namespace/name
+	with string // "with secret ns/name", "with service account ns/name"
 }
 
 var _ pullmanager.ImageLister = (*fakeRuntime)(nil)
 
 func newFakeRuntime() *fakeRuntime {
-	return &fakeRuntime{images: map[string]*pullmanager.Image{}, repos: map[string]repo{}}
+	return &fakeRuntime{images: map[string]*pullmanager.Image{}, repos: map[string]repo{}, pulledBy: map[string]privatePull{}}
 }
 
 // imageID is the deterministic ID of the content a tag names.
@@ -127,6 +136,7 @@ func (r *fakeRuntime) remove(id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.images, id)
+	delete(r.pulledBy, id)
 }
 
 // serve declares a repository in the fake registry.
@@ -171,5 +181,18 @@ func (r *fakeRuntime) pull(image string, pod Pod) (string, *accessor.ImagePullCr
 	if rp.sameAs != "" {
 		content = rp.sameAs
 	}
-	return r.addLocked(tag, content), used, nil
+	id := r.addLocked(tag, content)
+	if _, ok := r.pulledBy[id]; !ok && !used.NodePodsAccessible {
+		r.pulledBy[id] = privatePull{pod: pod.Name, with: describeCredentials(used)}
+	}
+	return id, used, nil
+}
+
+// privatePuller returns who first pulled the content of id with private
+// credentials, if anyone did.
+func (r *fakeRuntime) privatePuller(id string) (privatePull, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pp, ok := r.pulledBy[id]
+	return pp, ok
 }

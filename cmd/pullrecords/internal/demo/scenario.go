@@ -12,6 +12,8 @@ type Pod struct {
 	Name           string // namespace/name
 	Secrets        []accessor.ImagePullSecret
 	ServiceAccount *accessor.ImagePullServiceAccount
+	// PullPolicy is the container's imagePullPolicy; empty is IfNotPresent.
+	PullPolicy string
 }
 
 // credentialHash is the kubelet's hash of the registry credential a docker
@@ -119,13 +121,16 @@ func (p *player) play() error {
 	p.start(withSecrets("team-a/api-4", secretARot), imgTeamA)
 	p.start(Pod{Name: "team-b/pause"}, imgPause)
 
-	p.act("A preloaded image's content is pulled under a second name with a secret (kubernetes#138175)")
+	p.act("A preloaded image's content is pulled under a second name with a secret (kubernetes#138175);\n" +
+		"   team-b runs the alpine baked into the node image with imagePullPolicy: Never")
+	never := func(name string) Pod { return Pod{Name: name, PullPolicy: PullPolicyNever} }
 	p.usePolicy(policyDefault, nil, false)
-	p.start(Pod{Name: "team-b/tool"}, imgAlpine)
+	p.start(never("team-b/tool"), imgAlpine)
 	p.start(withSecrets("team-a/mirror", secretARot), imgMirror)
 	p.usePolicy(policyDefault, nil, true)
-	p.start(Pod{Name: "team-b/tool-2"}, imgAlpine)
+	p.start(never("team-b/tool-2"), imgAlpine)
 	p.usePolicy(policyDefault, nil, false)
-	p.start(Pod{Name: "team-b/tool-3"}, imgAlpine)
+	p.start(never("team-b/tool-3"), imgAlpine)
+	p.contrast("team-b/tool-2", "team-b/tool-3", imgAlpine, imgMirror)
 	return p.err
 }
