@@ -71,6 +71,11 @@
 //     are pulled (all of them when the credentials or ForceFullCache
 //     changed), dropped ones purged. Delete purges every image of the cache.
 //     A purge never removes an image another applied cache lists.
+//   - Sync makes a list the whole set of applied caches (for a declarative
+//     source such as a file another process edits): it checks every cache
+//     first and changes nothing if one is invalid, listed twice or (in
+//     standalone mode) private, then applies only what is new or changed
+//     and deletes what is no longer listed.
 //   - "Already pulled" is decided by the runtime's ImageStatus for the exact
 //     reference plus (in-process) the pull manager's MustAttemptImagePull
 //     for the cache's credentials, never by text search. ForceFullCache
