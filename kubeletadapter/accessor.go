@@ -82,6 +82,15 @@ func (k *KubeletAccessor) DeleteImagePulledRecord(logger klog.Logger, imageRef s
 // LibraryAccessor presents the kubelet's pullmanager.PullRecordsAccessor (its
 // fs accessor, its cache) as an accessor.PullRecordsAccessor, so this
 // library's manager, cache or tools can run over the kubelet's own store.
+// Records read through it carry LastUpdatedTime in storage form
+// (accessor.StorageTime: UTC, whole seconds), as the library's stores
+// return it; the kubelet's decoder gives local time, and its cache may hold
+// sub-second times the disk never had.
+//
+// The wrapper adds no checks: the kubelet's fs accessor accepts keys the
+// library refuses ("" and invalid UTF-8, accessor.ErrInvalidKey), has its
+// own error for a nil record, and is not safe for concurrent writers of one
+// key, and it stays so behind this wrapper.
 type LibraryAccessor struct {
 	records upstream.PullRecordsAccessor
 }
@@ -127,14 +136,22 @@ func (l *LibraryAccessor) ListImagePulledRecords() ([]*accessor.ImagePulledRecor
 	}
 	out := make([]*accessor.ImagePulledRecord, len(in))
 	for i, r := range in {
-		out[i] = RecordFromKubelet(r)
+		out[i] = storageForm(RecordFromKubelet(r))
 	}
 	return out, err
 }
 
 func (l *LibraryAccessor) GetImagePulledRecord(imageRef string) (*accessor.ImagePulledRecord, bool, error) {
 	r, exists, err := l.records.GetImagePulledRecord(imageRef)
-	return RecordFromKubelet(r), exists, err
+	return storageForm(RecordFromKubelet(r)), exists, err
+}
+
+// storageForm sets r's time to its storage form, in place.
+func storageForm(r *accessor.ImagePulledRecord) *accessor.ImagePulledRecord {
+	if r != nil {
+		r.LastUpdatedTime = accessor.StorageTime(r.LastUpdatedTime.Time)
+	}
+	return r
 }
 
 func (l *LibraryAccessor) WriteImagePulledRecord(logger klog.Logger, record *accessor.ImagePulledRecord) error {
