@@ -96,3 +96,15 @@ func sameSpec(a, b ImageCache) bool {
 	return a.Ref() == b.Ref() && slices.Equal(a.Images, b.Images) && a.ForceFullCache == b.ForceFullCache &&
 		a.RefreshInterval == b.RefreshInterval && sameSecret(a.PullSecret, b.PullSecret)
 }
+
+// Pending returns the number of requests queued, waiting for a retry, or in
+// flight, over all caches.
+func (m *Manager) Pending() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, e := range m.entries {
+		n += len(e.waiting) + e.inFlight
+	}
+	return n
+}

@@ -99,6 +99,9 @@ func TestSyncChecksEverythingFirst(t *testing.T) {
 			if err := m.Apply(ctx, ImageCache{Namespace: "old", Name: "one", Images: []string{"o"}}); err != nil {
 				t.Fatal(err)
 			}
+			if n := m.Pending(); n != 1 {
+				t.Errorf("Pending = %d before Run, want 1", n)
+			}
 			res, err := m.Sync(ctx, tc.caches)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("Sync = %v, want %v", err, tc.want)
