@@ -1,61 +1,35 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/klog/v2"
-	"sigs.k8s.io/yaml"
 
 	"github.com/pullrecords/pullrecords/imagecache"
 	"github.com/pullrecords/pullrecords/internal/atomicfile"
-	"github.com/pullrecords/pullrecords/pullmanager"
 )
-
-// cacheSpec is one image cache in a cache file (YAML or JSON).
-type cacheSpec struct {
-	Namespace       string      `json:"namespace"`
-	Name            string      `json:"name"`
-	Images          []string    `json:"images"`
-	ForceFullCache  bool        `json:"forceFullCache,omitempty"`
-	RefreshInterval string      `json:"refreshInterval,omitempty"`
-	PullSecret      *secretSpec `json:"pullSecret,omitempty"`
-}
-
-// secretSpec is a registry credential and the Kubernetes secret it comes from.
-type secretSpec struct {
-	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
-	UID       string `json:"uid"`
-	Username  string `json:"username"`
-	Password  string `json:"password"`
-	Email     string `json:"email,omitempty"`
-}
 
 type cacheOptions struct {
 	stateDir string
 }
 
-// stateDirs returns the image cache manager's state directory and the file
-// where "cache run" leaves the latest status of each cache.
-func (o *cacheOptions) stateDirs(g *globalOptions) (state, statusFile string) {
+// paths returns the files of the state directory: <kubelet dir>/pullrecords
+// unless --state-dir says otherwise.
+func (o *cacheOptions) paths(g *globalOptions) cachePaths {
 	base := o.stateDir
 	if base == "" {
 		base = filepath.Join(g.kubeletDir, "pullrecords")
 	}
-	return filepath.Join(base, "imagecache"), filepath.Join(base, "cache-status.json")
+	return cachePaths{base: base, state: filepath.Join(base, "imagecache"), statusFile: filepath.Join(base, "cache-status.json")}
 }
 
 func newCacheCmd(g *globalOptions) *cobra.Command {
@@ -75,118 +49,84 @@ kubelet pull them (a pod bound to the node carrying the imagePullSecrets: the
 cluster pre-pull), or run the image cache in-process in a kubelet built on the
 pullrecords library (it holds the records' lock and records each secret).
 
-  cache apply -f FILE         declare caches (YAML or JSON list); writes the state dir
+  cache apply -f FILE|-       declare caches (YAML or JSON list); all or nothing
+  cache delete NS/NAME...     stop keeping caches; their images are removed
   cache status                show the declared caches and the last run's results
-  cache run --cri ENDPOINT    do the work: pull, refresh, purge through the CRI
+  cache run                   do the work: pull, refresh, purge through the CRI,
+                              and pick up apply and delete while running
 
-The state lives in <kubelet dir>/pullrecords (change with --state-dir), never in
-<kubelet dir>/image_manager.`,
+apply and delete only declare (in <state dir>/caches.json); a running "cache run"
+picks each change up within a second, without a restart, and one started later
+applies what is declared. The state lives in <kubelet dir>/pullrecords (change
+with --state-dir), never in <kubelet dir>/image_manager.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return cmd.Help()
 		},
 	}
-	cmd.PersistentFlags().StringVar(&o.stateDir, "state-dir", "", "directory for the cache manager's state (default <kubelet dir>/pullrecords)")
-	cmd.AddCommand(newCacheApplyCmd(g, o), newCacheStatusCmd(g, o), newCacheRunCmd(g, o))
+	cmd.PersistentFlags().StringVar(&o.stateDir, "state-dir", "", "directory for the declared caches and the cache manager's state (default <kubelet dir>/pullrecords)")
+	cmd.AddCommand(newCacheApplyCmd(g, o), newCacheDeleteCmd(g, o), newCacheStatusCmd(g, o), newCacheRunCmd(g, o))
 	return cmd
 }
 
-// maxCacheFileSize bounds a cache file: it is read whole and parsed, and a
-// node's caches fit in far less.
-const maxCacheFileSize = 4 << 20
-
-// readLimited reads path, refusing a file larger than limit bytes before
-// parsing anything: by its size when it is a regular file, else by reading
-// at most limit+1 bytes.
-func readLimited(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
+// readCacheInput reads a cache file, or standard input for "-".
+func readCacheInput(cmd *cobra.Command, file string) (name string, data []byte, err error) {
+	if file == "-" {
+		data, err = readLimited("standard input", cmd.InOrStdin(), maxCacheFileSize)
+		return "standard input", data, err
+	}
+	f, err := os.Open(file)
 	if err != nil {
-		return nil, err
+		return file, nil, describeFSError(err)
 	}
 	defer f.Close()
-	tooLarge := func(size string) error {
-		return fmt.Errorf("%s is larger than %d MiB (%s); refusing to read it", path, limit>>20, size)
-	}
-	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > limit {
-		return nil, tooLarge(plural(int(fi.Size()), "byte"))
-	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, tooLarge("more than " + plural(int(limit), "byte"))
-	}
-	return data, nil
+	data, err = readLimited(file, f, maxCacheFileSize)
+	return file, data, err
 }
 
-// readCacheFile parses a YAML or JSON list of caches, strictly.
-func readCacheFile(path string) ([]imagecache.ImageCache, error) {
-	data, err := readLimited(path, maxCacheFileSize)
-	if err != nil {
-		return nil, err
+// reportProblems lists every problem of a cache file on stderr when there
+// is more than one; the error line then counts them.
+func reportProblems(g *globalOptions, err error) {
+	var fe *cacheFileError
+	if errors.As(err, &fe) && len(fe.problems) > 1 {
+		for _, p := range fe.problems {
+			fmt.Fprintf(g.stderr, "%s: %s\n", esc(fe.file), esc(p))
+		}
 	}
-	var specs []cacheSpec
-	if err := yaml.UnmarshalStrict(data, &specs); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(specs) == 0 {
-		return nil, fmt.Errorf("%s: no image caches", path)
-	}
+}
+
+func toImageCaches(specs []cacheSpec) []imagecache.ImageCache {
 	out := make([]imagecache.ImageCache, 0, len(specs))
-	for i, s := range specs {
-		c := imagecache.ImageCache{Namespace: s.Namespace, Name: s.Name, Images: s.Images, ForceFullCache: s.ForceFullCache}
-		if s.RefreshInterval != "" {
-			d, err := time.ParseDuration(s.RefreshInterval)
-			if err != nil || d < 0 {
-				return nil, fmt.Errorf("%s: cache %d (%s/%s): refreshInterval %q: want a duration such as 1h", path, i, s.Namespace, s.Name, s.RefreshInterval)
-			}
-			c.RefreshInterval = d
-		}
-		if p := s.PullSecret; p != nil {
-			c.PullSecret = &imagecache.PullSecret{Namespace: p.Namespace, Name: p.Name, UID: p.UID,
-				Username: p.Username, Password: p.Password, Email: p.Email}
-		}
-		out = append(out, c)
+	for _, s := range specs {
+		out = append(out, s.imageCache())
 	}
-	return out, nil
+	return out
 }
 
-// noImages is the image service of a manager that is never run.
-type noImages struct{}
-
-var errNoRuntime = errors.New("no container runtime in this command")
-
-func (noImages) ImageStatus(context.Context, string) (*pullmanager.Image, error) {
-	return nil, errNoRuntime
-}
-func (noImages) PullImage(context.Context, string, *pullmanager.AuthConfig) (string, error) {
-	return "", errNoRuntime
-}
-func (noImages) RemoveImage(context.Context, string) error { return errNoRuntime }
-
-// offlineManager opens the cache manager's state without a runtime, as a
-// standalone manager (it refuses caches with a pull secret).
-func (o *cacheOptions) offlineManager(g *globalOptions) (*imagecache.Manager, error) {
-	if err := checkKubeletDir(g.kubeletDir); err != nil {
-		return nil, err
-	}
-	state, _ := o.stateDirs(g)
-	m, err := imagecache.NewStandalone(g.logger(), noImages{}, imagecache.WithStateDir(state))
-	if err != nil {
-		return nil, describeFSError(err)
-	}
-	return m, nil
+// sameDeclared reports whether two declared caches are the same version.
+func sameDeclared(a, b cacheSpec) bool {
+	ca, cb := a.imageCache(), b.imageCache()
+	return ca.Ref() == cb.Ref() && slices.Equal(ca.Images, cb.Images) && ca.ForceFullCache == cb.ForceFullCache &&
+		ca.RefreshInterval == cb.RefreshInterval && (ca.PullSecret == nil) == (cb.PullSecret == nil) &&
+		(ca.PullSecret == nil || *ca.PullSecret == *cb.PullSecret)
 }
 
 func newCacheApplyCmd(g *globalOptions, o *cacheOptions) *cobra.Command {
 	var file string
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE",
-		Short: "Declare image caches from a YAML or JSON file (writes the state dir)",
-		Long: `Declare image caches from a YAML or JSON list (at most 4 MiB). Each cache has a
-namespace, a name, images, and optionally forceFullCache and refreshInterval (for
-example 1h). The work is done by "cache run".
+		Short: "Declare image caches from a YAML or JSON file or stdin (writes the state dir)",
+		Long: `Declare image caches from a YAML or JSON list (at most 4 MiB; -f - reads standard
+input). Each cache has a namespace, a name and a non-empty list of images, and
+optionally forceFullCache and refreshInterval (such as 30m, 24h or 7d). A cache
+of the same namespace/name is replaced; caches not in the file are kept (remove
+them with "cache delete").
+
+The whole file is checked first: every image must be a reference the kubelet
+accepts, listed once per cache, each cache listed once; every problem is
+reported, naming the cache and the field, and then nothing of the file is
+applied. A running "cache run" picks the change up within a second; otherwise
+the next "cache run" does the work.
 
 A cache with a pullSecret is refused, and nothing in the file is applied: this
 command pulls beside the kubelet, where a private image would look preloaded to a
@@ -202,40 +142,147 @@ the image cache in-process in a kubelet built on the pullrecords library.`,
     refreshInterval: 24h
     images: [busybox:1.37]
 
-  pullrecords cache apply -f caches.yaml`,
+  pullrecords cache apply -f caches.yaml
+  kubectl get imagecaches -o yaml | yq '.items[].spec' | pullrecords cache apply -f -`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
-				return usageErrorf("cache apply: -f FILE is required")
+				return usageErrorf("cache apply: -f FILE is required (-f - reads standard input)")
 			}
-			caches, err := readCacheFile(file)
+			name, data, err := readCacheInput(cmd, file)
 			if err != nil {
 				return err
 			}
-			if err := refusePrivate("cache apply", caches); err != nil {
-				return err
-			}
-			m, err := o.offlineManager(g)
+			specs, err := parseCacheFile(name, data)
 			if err != nil {
+				reportProblems(g, err)
+				return fmt.Errorf("cache apply: %w", err)
+			}
+			if err := refusePrivate("cache apply", toImageCaches(specs), ""); err != nil {
 				return err
 			}
-			for _, c := range caches {
-				if err := m.Apply(cmd.Context(), c); err != nil {
-					return fmt.Errorf("cache %s/%s: %w", c.Namespace, c.Name, err)
+			if err := checkKubeletDir(g.kubeletDir); err != nil {
+				return err
+			}
+			paths := o.paths(g)
+			var changes []declaredChange
+			err = paths.updateDeclared(func(current []cacheSpec) ([]cacheSpec, error) {
+				changes = nil
+				for _, s := range specs {
+					action := "created"
+					i := slices.IndexFunc(current, func(c cacheSpec) bool { return c.ref() == s.ref() })
+					switch {
+					case i < 0:
+						current = append(current, s)
+					case sameDeclared(current[i], s):
+						action = "unchanged"
+					default:
+						action = "configured"
+						current[i] = s
+					}
+					changes = append(changes, declaredChange{Cache: s.ref(), Action: action, Images: len(s.Images)})
 				}
-				fmt.Fprintf(g.stdout, "applied %s (%s)\n", esc(c.Ref().String()), plural(len(c.Images), "image"))
+				return current, nil
+			})
+			if err != nil {
+				return fmt.Errorf("cache apply: %w", err)
 			}
-			return nil
+			return emitDeclared(g, paths, changes, "pulls the images")
 		},
 	}
-	cmd.Flags().StringVarP(&file, "filename", "f", "", "YAML or JSON file with a list of image caches")
+	cmd.Flags().StringVarP(&file, "filename", "f", "", "YAML or JSON file with a list of image caches; - reads standard input")
 	return cmd
+}
+
+// emitDeclared prints what apply or delete changed, and who does the work.
+func emitDeclared(g *globalOptions, paths cachePaths, changes []declaredChange, work string) error {
+	pid := runningCacheRun(paths.base)
+	out := declaredOutput{Changes: changes, CacheRunPID: max(pid, 0)}
+	running := pid != 0
+	return g.emit(out, func(w io.Writer) error {
+		for _, c := range changes {
+			fmt.Fprintf(w, "%s %s (%s)\n", c.Action, esc(c.Cache), plural(c.Images, "image"))
+		}
+		switch {
+		case out.CacheRunPID > 0:
+			fmt.Fprintf(w, "cache run (PID %d) %s within a second\n", out.CacheRunPID, work)
+		case running:
+			fmt.Fprintf(w, "cache run %s within a second\n", work)
+		default:
+			fmt.Fprintf(w, "no cache run is working %s: the next \"pullrecords cache run\" %s\n", esc(paths.base), work)
+		}
+		return nil
+	})
+}
+
+func newCacheDeleteCmd(g *globalOptions, o *cacheOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete NAMESPACE/NAME...",
+		Short: "Stop keeping image caches; their images are removed (writes the state dir)",
+		Long: `Delete declared image caches, named namespace/name as "cache status" shows them.
+Every name is checked first; if one is not declared, nothing is deleted.
+
+A running "cache run" picks the change up within a second and removes each image
+of the deleted caches that no other cache lists; otherwise the next "cache run"
+does.`,
+		Example: `  pullrecords cache delete shared/public ops/tools`,
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, a := range args {
+				ns, name, ok := strings.Cut(a, "/")
+				if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+					return usageErrorf("cache delete %s: name a cache as NAMESPACE/NAME, as \"cache status\" shows it", esc(a))
+				}
+			}
+			if err := checkKubeletDir(g.kubeletDir); err != nil {
+				return err
+			}
+			paths := o.paths(g)
+			var changes []declaredChange
+			err := paths.updateDeclared(func(current []cacheSpec) ([]cacheSpec, error) {
+				changes = nil
+				var missing []string
+				for _, a := range args {
+					if !slices.ContainsFunc(current, func(c cacheSpec) bool { return c.ref() == a }) {
+						missing = append(missing, esc(a))
+					}
+				}
+				if len(missing) > 0 {
+					var declaredNames []string
+					for _, c := range current {
+						declaredNames = append(declaredNames, esc(c.ref()))
+					}
+					known := "none"
+					if len(declaredNames) > 0 {
+						known = strings.Join(declaredNames, ", ")
+					}
+					return nil, fmt.Errorf("no cache %s is declared (declared: %s); nothing deleted", strings.Join(missing, ", "), known)
+				}
+				kept := current[:0]
+				for _, c := range current {
+					if slices.Contains(args, c.ref()) {
+						if !slices.ContainsFunc(changes, func(d declaredChange) bool { return d.Cache == c.ref() }) {
+							changes = append(changes, declaredChange{Cache: c.ref(), Action: "deleted", Images: len(c.Images)})
+						}
+						continue
+					}
+					kept = append(kept, c)
+				}
+				return kept, nil
+			})
+			if err != nil {
+				return fmt.Errorf("cache delete: %w", err)
+			}
+			return emitDeclared(g, paths, changes, "removes their images (those no other cache lists)")
+		},
+	}
 }
 
 // refusePrivate refuses caches with a pull secret, naming them, with the two
 // safe ways to pre-pull a private image. Nothing of a refused file is
-// applied, and a run with one in its state does not start.
-func refusePrivate(what string, caches []imagecache.ImageCache) error {
+// applied, and a run with one declared does not start. hint, if set, ends
+// the message.
+func refusePrivate(what string, caches []imagecache.ImageCache, hint string) error {
 	var names []string
 	for _, c := range caches {
 		if c.PullSecret != nil {
@@ -249,10 +296,13 @@ func refusePrivate(what string, caches []imagecache.ImageCache) error {
 	if len(names) > 1 {
 		which = "caches " + strings.Join(names, ", ") + ": they have"
 	}
+	if hint != "" {
+		hint = "; " + strings.ReplaceAll(hint, "NAMES", strings.Join(names, " "))
+	}
 	return fmt.Errorf("%s: refusing %s a pullSecret, and this command pulls beside the kubelet, where a private image looks preloaded to a stock kubelet and every pod could use it (%w); "+
 		"let the kubelet pull it (a pod bound to this node carrying the imagePullSecrets: the cluster pre-pull), "+
-		"or run the image cache in-process in a kubelet built on the pullrecords library (it holds the records' lock and records the secret)",
-		what, which, imagecache.ErrPrivateImage)
+		"or run the image cache in-process in a kubelet built on the pullrecords library (it holds the records' lock and records the secret)%s",
+		what, which, imagecache.ErrPrivateImage, hint)
 }
 
 // cacheStatusView is one cache as "cache status" prints it.
@@ -261,8 +311,16 @@ type cacheStatusView struct {
 	Images          []string       `json:"images"`
 	Secret          string         `json:"pullSecret,omitempty"`
 	RefreshInterval string         `json:"refreshInterval,omitempty"`
+	State           string         `json:"state"`
 	Last            *lastRunStatus `json:"lastRun,omitempty"`
 }
+
+// States of a cache in "cache status".
+const (
+	stateApplied  = "applied"  // declared, and cache run works it
+	statePending  = "pending"  // declared or changed; cache run has not picked it up
+	stateDeleting = "deleting" // deleted; cache run has not removed it yet
+)
 
 // lastRunStatus is the latest completed batch of a cache seen by "cache run".
 type lastRunStatus struct {
@@ -276,25 +334,32 @@ func newCacheStatusCmd(g *globalOptions, o *cacheOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
 		Short: "Show declared image caches and the last run's results (read-only)",
-		Long: `Show the declared image caches and the results of the last batch of each that
-"cache run" completed. Nothing is written.`,
+		Long: `Show the declared image caches, whether "cache run" has picked each one up (STATE:
+applied, pending, or deleting for a deleted cache whose images are not removed
+yet), and the results of the last batch of each that "cache run" completed.
+Nothing is written.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkKubeletDir(g.kubeletDir); err != nil {
 				return err
 			}
-			state, statusFile := o.stateDirs(g)
-			caches, err := imagecache.LoadState(state)
+			paths := o.paths(g)
+			specs, _, err := paths.loadDeclared()
+			if err != nil {
+				return err
+			}
+			applied, err := imagecache.LoadState(paths.state)
 			if err != nil {
 				return describeFSError(err)
 			}
-			last, err := readLastRun(statusFile)
+			last, err := readLastRun(paths.statusFile)
 			if err != nil {
 				return err
 			}
 			views := []cacheStatusView{}
-			for _, c := range caches {
-				v := cacheStatusView{Cache: c.Ref().String(), Images: c.Images, Last: last[c.Ref().String()]}
+			add := func(s cacheSpec, state string) {
+				c := s.imageCache()
+				v := cacheStatusView{Cache: s.ref(), Images: s.Images, State: state, Last: last[s.ref()]}
 				if c.PullSecret != nil {
 					v.Secret = c.PullSecret.Namespace + "/" + c.PullSecret.Name
 				}
@@ -303,12 +368,36 @@ func newCacheStatusCmd(g *globalOptions, o *cacheOptions) *cobra.Command {
 				}
 				views = append(views, v)
 			}
+			for _, s := range specs {
+				state := statePending
+				i := slices.IndexFunc(applied, func(c imagecache.ImageCache) bool { return c.Ref().String() == s.ref() })
+				if i >= 0 && sameDeclared(specOf(applied[i]), s) {
+					state = stateApplied
+				}
+				add(s, state)
+			}
+			for _, c := range applied {
+				if !slices.ContainsFunc(specs, func(s cacheSpec) bool { return s.ref() == c.Ref().String() }) {
+					add(specOf(c), stateDeleting)
+				}
+			}
+			sort.Slice(views, func(i, j int) bool { return views[i].Cache < views[j].Cache })
+			pid := runningCacheRun(paths.base)
 			return g.emit(views, func(w io.Writer) error {
-				row(w, "CACHE", "IMAGES", "SECRET", "REFRESH", "LAST RUN")
+				row(w, "CACHE", "IMAGES", "SECRET", "REFRESH", "STATE", "LAST RUN")
 				for _, v := range views {
-					row(w, v.Cache, fmt.Sprint(len(v.Images)), orDash(v.Secret), orDash(v.RefreshInterval), v.Last.summary())
+					row(w, v.Cache, fmt.Sprint(len(v.Images)), orDash(v.Secret), orDash(v.RefreshInterval), v.State, v.Last.summary())
 				}
 				fmt.Fprintf(w, "\n%s\n", plural(len(views), "cache"))
+				waiting := slices.ContainsFunc(views, func(v cacheStatusView) bool { return v.State != stateApplied })
+				switch {
+				case pid > 0:
+					fmt.Fprintf(w, "cache run (PID %d) is working them\n", pid)
+				case pid < 0:
+					fmt.Fprintln(w, "a cache run is working them")
+				case waiting:
+					fmt.Fprintln(w, "no cache run is working them: the next \"pullrecords cache run\" applies what is pending or deleting")
+				}
 				return nil
 			})
 		},
@@ -333,7 +422,7 @@ func (l *lastRunStatus) summary() string {
 
 func readLastRun(path string) (map[string]*lastRunStatus, error) {
 	out := map[string]*lastRunStatus{}
-	data, err := os.ReadFile(path)
+	data, err := readNoFollow(filepath.Dir(path), filepath.Base(path), maxCacheFileSize)
 	if errors.Is(err, os.ErrNotExist) {
 		return out, nil
 	}
@@ -341,7 +430,7 @@ func readLastRun(path string) (map[string]*lastRunStatus, error) {
 		return nil, describeFSError(err)
 	}
 	if err := json.Unmarshal(data, &out); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s is corrupt (%v); remove it, cache run writes it again", path, err)
 	}
 	return out, nil
 }
@@ -357,198 +446,4 @@ func writeLastRun(path string, last map[string]*lastRunStatus) error {
 	// A fresh temporary name, never a fixed one a symbolic link could be
 	// planted at; fsync, rename, fsync the directory.
 	return atomicfile.WriteFile(filepath.Dir(path), filepath.Base(path), append(data, '\n'), 0o600)
-}
-
-type cacheRunOptions struct {
-	endpoint string
-	once     bool
-	workers  int
-	timeout  time.Duration
-	policy   string
-}
-
-func newCacheRunCmd(g *globalOptions, o *cacheOptions) *cobra.Command {
-	r := &cacheRunOptions{}
-	cmd := &cobra.Command{
-		Use:   "run --cri ENDPOINT",
-		Short: "Pull, refresh and purge the declared images through the CRI (anonymously; writes no records)",
-		Long: `Work the image caches: resume unfinished work, pull what is missing, refresh caches
-that have a refresh interval, and purge images dropped from caches. Runs until
-interrupted; with --once it refreshes every cache once, waits for the work to
-finish and exits (status 1 if any work failed).
-
-It runs beside the kubelet as a standalone image cache: pulls are anonymous, an
-image the runtime has counts as pulled, and nothing is written under
-<kubelet dir>/image_manager (a running stock kubelet would not see it). It does
-not start while an applied cache has a pullSecret (see "cache apply --help").
-
-On a terminal a progress line is shown; otherwise one line per result.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runCache(cmd.Context(), g, o, r)
-		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&r.endpoint, "cri", "", "CRI endpoint: unix:///path/to.sock or /path/to.sock (required)")
-	f.BoolVar(&r.once, "once", false, "refresh every cache once, wait for the work, and exit")
-	f.IntVar(&r.workers, "workers", imagecache.DefaultWorkers, "parallel pulls")
-	f.DurationVar(&r.timeout, "timeout", 10*time.Second, "timeout of each CRI call other than pulls")
-	f.StringVar(&r.policy, "policy", "", "no effect: cache run records nothing and asks no pull manager")
-	_ = f.MarkDeprecated("policy", "cache run pulls anonymously and records nothing; the flag has no effect")
-	return cmd
-}
-
-// progress prints results: a rewritten line on a terminal, plain lines
-// otherwise.
-type progress struct {
-	mu       sync.Mutex
-	w        io.Writer
-	terminal bool
-	counts   map[imagecache.ImageWorkStatus]int
-	failed   int
-}
-
-func (p *progress) result(r imagecache.ImageWorkResult) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.counts[r.Status]++
-	if r.Status == imagecache.StatusFailed || r.Status == imagecache.StatusUnknown {
-		p.failed++
-	}
-	line := fmt.Sprintf("%-13s %-8s %s %s %s", r.Status, r.Request.WorkType, esc(r.Request.ImageCache.String()), esc(r.Request.Image), r.Reason)
-	if r.Message != "" && r.Status != imagecache.StatusSucceeded && r.Status != imagecache.StatusAlreadyPulled {
-		line += ": " + esc(r.Message)
-	}
-	if p.terminal {
-		fmt.Fprintf(p.w, "\r\x1b[K%s  [%d succeeded, %d already pulled, %d failed]",
-			line, p.counts[imagecache.StatusSucceeded], p.counts[imagecache.StatusAlreadyPulled], p.failed)
-		return
-	}
-	fmt.Fprintln(p.w, line)
-}
-
-func (p *progress) status(s imagecache.CacheStatus) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.terminal {
-		fmt.Fprint(p.w, "\r\x1b[K")
-	}
-	fmt.Fprintf(p.w, "%s %s batch %d complete: %s in %s\n", esc(s.ImageCache.String()), s.WorkType, s.Batch, plural(s.Requests, "request"), s.Duration.Round(time.Millisecond))
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-func runCache(parent context.Context, g *globalOptions, o *cacheOptions, r *cacheRunOptions) error {
-	if r.workers < 1 {
-		return usageErrorf("--workers %d: want at least 1", r.workers)
-	}
-	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	logger := g.logger()
-	ctx = klog.NewContext(ctx, logger)
-
-	if err := checkKubeletDir(g.kubeletDir); err != nil {
-		return err
-	}
-	if r.endpoint == "" {
-		return usageErrorf("--cri is required (for example unix:///run/containerd/containerd.sock)")
-	}
-	// Refuse before dialing: a cache with a pull secret in the state (an
-	// older version applied it) must not be pulled from here.
-	state, statusFile := o.stateDirs(g)
-	applied, err := imagecache.LoadState(state)
-	if err != nil {
-		return describeFSError(err)
-	}
-	if err := refusePrivate("cache run", applied); err != nil {
-		return err
-	}
-	svc, err := dialCRI(ctx, r.endpoint, r.timeout)
-	if err != nil {
-		return err
-	}
-	defer svc.Close()
-
-	last, err := readLastRun(statusFile)
-	if err != nil {
-		return err
-	}
-	prog := &progress{w: g.stdout, terminal: isTerminal(g.stdout), counts: map[imagecache.ImageWorkStatus]int{}}
-	var mu sync.Mutex
-	waiting := map[string]uint64{} // cache -> batch --once waits for
-	host, _ := os.Hostname()
-	m, err := imagecache.NewStandalone(logger, svc,
-		imagecache.WithStateDir(state),
-		imagecache.WithWorkers(r.workers),
-		imagecache.WithNode(host, ""),
-		imagecache.WithResultHandler(prog.result),
-		imagecache.WithStatusHandler(func(s imagecache.CacheStatus) {
-			prog.status(s)
-			mu.Lock()
-			defer mu.Unlock()
-			l := &lastRunStatus{WorkType: string(s.WorkType), Finished: s.Finished.UTC(), Counts: map[string]int{}}
-			for k, v := range s.Counts {
-				l.Counts[string(k)] = v
-			}
-			for _, res := range s.Results {
-				if res.Status == imagecache.StatusFailed || res.Status == imagecache.StatusUnknown {
-					l.Failures = append(l.Failures, res.Request.Image+": "+res.Reason)
-				}
-			}
-			last[s.ImageCache.String()] = l
-			if err := writeLastRun(statusFile, last); err != nil {
-				logger.Error(err, "Cannot write the cache status file", "path", statusFile)
-			}
-			if b, ok := waiting[s.ImageCache.String()]; ok && r.once && s.Complete && s.Batch >= b {
-				delete(waiting, s.ImageCache.String())
-				if len(waiting) == 0 {
-					cancel()
-				}
-			}
-		}),
-	)
-	if err != nil {
-		return describeFSError(err)
-	}
-	if r.once {
-		caches := m.Caches()
-		if len(caches) == 0 {
-			fmt.Fprintln(g.stdout, "no image caches applied (use \"pullrecords cache apply -f FILE\")")
-			return nil
-		}
-		// Wait for work resumed from the state dir; refresh the caches
-		// that have none. Handlers run only once Run starts.
-		mu.Lock()
-		for _, c := range caches {
-			st, ok := m.Status(c.Namespace, c.Name)
-			if !ok || st.Complete {
-				if err := m.Refresh(ctx, c.Namespace, c.Name); err != nil {
-					mu.Unlock()
-					return fmt.Errorf("cache %s: %w", c.Ref(), err)
-				}
-				st, _ = m.Status(c.Namespace, c.Name)
-			}
-			waiting[c.Ref().String()] = st.Batch
-		}
-		mu.Unlock()
-	}
-	if err := m.Run(ctx); err != nil {
-		return err
-	}
-	prog.mu.Lock()
-	failed := prog.failed
-	prog.mu.Unlock()
-	if r.once && failed > 0 {
-		return fmt.Errorf("%w: %s failed", errProblemsFound, plural(failed, "request"))
-	}
-	return nil
 }

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/pullrecords/pullrecords/imagecache"
 )
 
 func TestExitCode(t *testing.T) {
@@ -91,44 +89,6 @@ func TestPlural(t *testing.T) {
 		if got := plural(tc.n, tc.word); got != tc.want {
 			t.Errorf("plural(%d, %q) = %q, want %q", tc.n, tc.word, got, tc.want)
 		}
-	}
-}
-
-func TestProgress(t *testing.T) {
-	res := imagecache.ImageWorkResult{
-		Request: imagecache.ImageWorkRequest{Image: "nginx:1.27", WorkType: imagecache.WorkTypeCreate,
-			ImageCache: imagecache.CacheRef{Namespace: "shared", Name: "public"}},
-		Status: imagecache.StatusSucceeded, Reason: imagecache.ReasonPulled,
-	}
-	failed := res
-	failed.Status, failed.Reason, failed.Message = imagecache.StatusFailed, imagecache.ReasonPullFailed, "boom"
-
-	t.Run("plain", func(t *testing.T) {
-		var b bytes.Buffer
-		p := &progress{w: &b, counts: map[imagecache.ImageWorkStatus]int{}}
-		p.result(res)
-		p.result(failed)
-		want := "succeeded     create   shared/public nginx:1.27 Pulled\n" +
-			"failed        create   shared/public nginx:1.27 PullFailed: boom\n"
-		if b.String() != want {
-			t.Errorf("plain output:\n%q\nwant\n%q", b.String(), want)
-		}
-		if p.failed != 1 {
-			t.Errorf("failed = %d, want 1", p.failed)
-		}
-	})
-	t.Run("terminal", func(t *testing.T) {
-		var b bytes.Buffer
-		p := &progress{w: &b, terminal: true, counts: map[imagecache.ImageWorkStatus]int{}}
-		p.result(res)
-		p.status(imagecache.CacheStatus{ImageCache: res.Request.ImageCache, WorkType: imagecache.WorkTypeCreate, Batch: 1, Requests: 1})
-		out := b.String()
-		if !strings.HasPrefix(out, "\r\x1b[K") || strings.Count(out, "\n") != 1 || !strings.Contains(out, "[1 succeeded, 0 already pulled, 0 failed]") {
-			t.Errorf("terminal output %q: want a rewritten progress line and one completed line", out)
-		}
-	})
-	if isTerminal(&bytes.Buffer{}) {
-		t.Error("a buffer is not a terminal")
 	}
 }
 
