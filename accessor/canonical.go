@@ -2,8 +2,10 @@ package accessor
 
 import (
 	"bytes"
+	"strings"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -51,6 +53,51 @@ func decodeCanonical(data []byte) (d Decoded, ok bool) {
 type canonParser struct {
 	data []byte
 	pos  int
+	// validate makes the parser check the input without building the
+	// value: strings alias data (they never outlive the call) and the
+	// mapping, secrets and service accounts are not built.
+	validate bool
+}
+
+// CanonicalFile is what ValidateCanonical found out about a file.
+type CanonicalFile struct {
+	Kind    string // KindImagePullIntent or KindImagePulledRecord
+	Version string // VersionV1alpha1 or VersionV1beta1
+	Key     string // the intent's image or the record's imageRef
+}
+
+// ValidateCanonical reports whether data is a file in the exact byte form an
+// encoder of the kubelet's format writes (the form Decode takes its fast path
+// for, which is every file the kubelet or this package wrote) and, if so,
+// its kind, version and key. It checks everything Decode would but builds no
+// value, so it allocates almost nothing: a store can check a file when it
+// reads it and decode it later. Decode accepts every file it accepts, with
+// the same kind, version and key. ok == false says nothing about whether
+// Decode accepts data.
+func ValidateCanonical(data []byte) (f CanonicalFile, ok bool) {
+	p := canonParser{data: data, validate: true}
+	for _, fp := range fastPaths {
+		if !bytes.HasPrefix(data, fp.prefix) {
+			continue
+		}
+		p.pos = len(fp.prefix)
+		f.Version = fp.version
+		if fp.kind == wire.KindIntent {
+			image, ok := p.field(`"image":`, true)
+			if !ok || !p.end() {
+				return CanonicalFile{}, false
+			}
+			f.Kind, f.Key = KindImagePullIntent, strings.Clone(image)
+			return f, true
+		}
+		r, ok := p.record()
+		if !ok || !p.end() {
+			return CanonicalFile{}, false
+		}
+		f.Kind, f.Key = KindImagePulledRecord, strings.Clone(r.ImageRef)
+		return f, true
+	}
+	return CanonicalFile{}, false
 }
 
 // lit consumes s if the input continues with it.
@@ -83,6 +130,11 @@ func (p *canonParser) str() (string, bool) {
 			p.pos++
 			if !ascii && !utf8.Valid(b) {
 				return "", false
+			}
+			if p.validate {
+				// Aliases data; in validate mode no string outlives
+				// the parse except through strings.Clone.
+				return unsafe.String(unsafe.SliceData(b), len(b)), true
 			}
 			return string(b), true
 		case c == '\\' || c < 0x20:
@@ -135,9 +187,12 @@ func (p *canonParser) record() (*ImagePulledRecord, bool) {
 	if !p.lit(`,"credentialMapping":{`) {
 		return r, true // the mapping is omitted when empty
 	}
-	r.CredentialMapping = map[string]ImagePullCredentials{}
+	if !p.validate {
+		r.CredentialMapping = map[string]ImagePullCredentials{}
+	}
 	prev := ""
-	for i := 0; ; i++ {
+	i := 0
+	for ; ; i++ {
 		if i > 0 && !p.lit(",") {
 			break
 		}
@@ -149,11 +204,13 @@ func (p *canonParser) record() (*ImagePulledRecord, bool) {
 		if !ok {
 			return nil, false
 		}
-		r.CredentialMapping[name] = creds
+		if !p.validate {
+			r.CredentialMapping[name] = creds
+		}
 		prev = name
 	}
 	// An empty mapping is omitted by the encoder, never written as {}.
-	return r, len(r.CredentialMapping) > 0 && p.lit("}")
+	return r, i > 0 && p.lit("}")
 }
 
 func (p *canonParser) credentials() (ImagePullCredentials, bool) {
@@ -181,7 +238,9 @@ func (p *canonParser) credentials() (ImagePullCredentials, bool) {
 			if !ok || !p.lit("}") {
 				return c, false
 			}
-			c.KubernetesSecrets = append(c.KubernetesSecrets, s)
+			if !p.validate {
+				c.KubernetesSecrets = append(c.KubernetesSecrets, s)
+			}
 		}
 		if !p.lit("]") {
 			return c, false
@@ -204,7 +263,9 @@ func (p *canonParser) credentials() (ImagePullCredentials, bool) {
 			if !ok || !p.lit("}") {
 				return c, false
 			}
-			c.KubernetesServiceAccounts = append(c.KubernetesServiceAccounts, sa)
+			if !p.validate {
+				c.KubernetesServiceAccounts = append(c.KubernetesServiceAccounts, sa)
+			}
 		}
 		if !p.lit("]") {
 			return c, false

@@ -61,6 +61,7 @@ var equateEmptyDecoded = cmpopts.EquateEmpty()
 // same value as through the serializer.
 func TestCanonicalDecodesEncoderOutput(t *testing.T) {
 	for _, seed := range canonicalSeeds(t) {
+		checkValidateAgrees(t, seed)
 		slow, err := slowDecode(seed)
 		if err != nil {
 			continue // broken files: not the encoder's output
@@ -89,6 +90,7 @@ func FuzzCanonicalAgreesWithSerializer(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		checkValidateAgrees(t, data)
 		fast, ok := decodeCanonical(data)
 		if !ok {
 			return
@@ -101,4 +103,53 @@ func FuzzCanonicalAgreesWithSerializer(f *testing.F) {
 			t.Fatalf("values differ (-serializer +canonical):\n%s\ninput %q", diff, data)
 		}
 	})
+}
+
+// checkValidateAgrees checks that ValidateCanonical accepts exactly what the
+// canonical decoder accepts, with the decoded kind, version and key.
+func checkValidateAgrees(t *testing.T, data []byte) {
+	t.Helper()
+	dec, ok := decodeCanonical(data)
+	f, vok := ValidateCanonical(data)
+	if ok != vok {
+		t.Fatalf("ValidateCanonical ok = %v, canonical decoder ok = %v for %q", vok, ok, data)
+	}
+	if !ok {
+		return
+	}
+	if f.Kind != dec.Kind || f.Version != dec.Version || f.Key != dec.Key() {
+		t.Fatalf("ValidateCanonical = %+v, decoder %s %s %q", f, dec.Kind, dec.Version, dec.Key())
+	}
+}
+
+// Torn and altered copies of valid files: the validator and the decoder
+// agree on every one.
+func TestValidateCanonicalAgrees(t *testing.T) {
+	for _, seed := range canonicalSeeds(t) {
+		again := seed
+		if d, err := slowDecode(seed); err == nil {
+			again, _ = Encode(d)
+		}
+		for _, data := range [][]byte{seed, again} {
+			for cut := range len(data) + 1 {
+				checkValidateAgrees(t, data[:cut])
+			}
+			for i := range data {
+				altered := bytes.Clone(data)
+				altered[i] ^= 0x20
+				checkValidateAgrees(t, altered)
+			}
+		}
+	}
+}
+
+func BenchmarkValidateCanonical(b *testing.B) {
+	data := canonicalSeeds(b)[len(canonicalSeeds(b))-3]
+	if _, ok := ValidateCanonical(data); !ok {
+		b.Fatalf("not canonical: %s", data)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		ValidateCanonical(data)
+	}
 }

@@ -56,3 +56,16 @@ type RecordCounter interface {
 type Reloader interface {
 	Reload(ctx context.Context) error
 }
+
+// PulledRecordRanger is implemented by stores that can hand out their pulled
+// records one at a time instead of as one list, so that a caller that keeps
+// its own form of them (a cache warming up) never holds every decoded record
+// at once, and can build its form on several cores.
+type PulledRecordRanger interface {
+	// RangeImagePulledRecords calls fn once with every record
+	// ListImagePulledRecords would return, in no particular order, and
+	// returns the error that list would return (a *ListError naming every
+	// unreadable record, which fn is not called for). fn may be called from
+	// several goroutines at once; it owns the record it is given.
+	RangeImagePulledRecords(fn func(*ImagePulledRecord)) error
+}
