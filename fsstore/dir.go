@@ -1,6 +1,7 @@
 package fsstore
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +24,9 @@ type dir struct {
 	kind string // the kind of record the directory holds
 	what string // how a ListError names the records
 	fs   dirFS
+	// canonPrefix is how every canonical v1beta1 file of the directory's
+	// kind starts.
+	canonPrefix []byte
 
 	mu sync.Mutex
 	// present holds the names of the record files in the directory, readable
@@ -37,11 +41,18 @@ type dir struct {
 type loaded struct {
 	name string
 	dec  accessor.Decoded // valid when err is nil, or when err is a key mismatch
-	err  error
+	// raw, when not nil, holds the file's bytes after dir.canonPrefix,
+	// validated but not yet decoded: dec has only its kind and version
+	// (see load).
+	raw []byte
+	err error
 }
 
 func newDir(name, path, kind, what string, fsys dirFS) *dir {
-	return &dir{name: name, path: path, kind: kind, what: what, fs: fsys, present: map[string]struct{}{}}
+	return &dir{
+		name: name, path: path, kind: kind, what: what, fs: fsys, present: map[string]struct{}{},
+		canonPrefix: []byte(`{"kind":"` + kind + `","apiVersion":"` + accessor.APIGroup + "/" + accessor.VersionV1beta1 + `",`),
+	}
 }
 
 func (d *dir) corrupt(name string, err error) error {
@@ -171,52 +182,165 @@ func (d *dir) get(name string) (dec accessor.Decoded, found bool, err error) {
 	return dec, true, nil
 }
 
+// typedEntry is a directory entry with the type the directory reports:
+// fs.ModeType bits (0 for a regular file), or modeUnknown.
+type typedEntry struct {
+	name string
+	typ  fs.FileMode
+}
+
+const modeUnknown = ^fs.FileMode(0)
+
+// batchReader is implemented by the real file system where it can list a
+// directory and read many of its files with fewer system calls than the
+// dirFS methods (rootDir on Linux). Wrapped file systems (tests) do not
+// implement it and take the dirFS path.
+type batchReader interface {
+	// readDirTyped lists the directory with each entry's type as the
+	// directory reports it, stating nothing.
+	readDirTyped() ([]typedEntry, error)
+	// openBatch opens the directory for reading many of its files.
+	openBatch() (batch, error)
+}
+
+// batch reads files of one directory; read is safe for concurrent use.
+type batch interface {
+	// read returns the content of a regular file of at most maxFileSize
+	// bytes, in buf if it is large enough. ok is false when the file is
+	// anything else or could not be read: the caller then takes the
+	// careful path (readFile), which decides what the entry is.
+	read(name string, buf []byte) (data []byte, ok bool)
+	close() error
+}
+
 // scan lists the names of the directory's record entries and of its stray
 // temporary files. A record entry is any entry whose name the kubelet would
 // read ("sha256-…" not ending in ".tmp"), whatever its type: a
 // sub-directory, FIFO, socket, device or symbolic link under such a name is
 // listed too, and reads report it as corrupt (ErrNotRegular), so that no
 // list, and no cache built from one, can take its key for absent. A
-// sub-directory is never a temporary file to remove.
-func (d *dir) scan() (names, temps []string, err error) {
-	entries, err := d.fs.ReadDir()
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, e := range entries {
-		name := e.Name()
-		switch {
-		case strings.HasSuffix(name, tempSuffix):
-			if !e.IsDir() {
-				temps = append(temps, name)
+// sub-directory is never a temporary file to remove. Each record entry comes
+// with the type the directory listing gave (modeUnknown when it gave none).
+func (d *dir) scan() (names []typedEntry, temps []string, err error) {
+	if br, ok := d.fs.(batchReader); ok {
+		entries, err := br.readDirTyped()
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, e := range entries {
+			switch {
+			case strings.HasSuffix(e.name, tempSuffix):
+				typ := e.typ
+				if typ == modeUnknown {
+					info, err := d.fs.Lstat(e.name)
+					if err != nil {
+						continue // gone, or not ours to judge: not swept
+					}
+					typ = info.Mode().Type()
+				}
+				if typ&fs.ModeDir == 0 {
+					temps = append(temps, e.name)
+				}
+			case strings.HasPrefix(e.name, namePrefix):
+				names = append(names, e)
 			}
-		case strings.HasPrefix(name, namePrefix):
-			names = append(names, name)
+		}
+	} else {
+		entries, err := d.fs.ReadDir()
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, e := range entries {
+			name := e.Name()
+			switch {
+			case strings.HasSuffix(name, tempSuffix):
+				if !e.IsDir() {
+					temps = append(temps, name)
+				}
+			case strings.HasPrefix(name, namePrefix):
+				// The type is not used: the dirFS path lstats
+				// every file it reads.
+				names = append(names, typedEntry{name: name, typ: modeUnknown})
+			}
 		}
 	}
-	slices.Sort(names)
+	slices.SortFunc(names, func(a, b typedEntry) int { return strings.Compare(a.name, b.name) })
 	return names, temps, nil
 }
 
+// blockSize is how many consecutive entries a worker takes at a time.
+const blockSize = 256
+
 // load reads and decodes names with a small pool of workers. Files that
-// disappeared since they were listed are left out.
-func (d *dir) load(names []string, workers int) []loaded {
+// disappeared since they were listed are left out. With deferDecode, a
+// record file in the canonical v1beta1 form (every file the kubelet wrote)
+// is only validated (accessor.ValidateCanonical) and its bytes kept in
+// loaded.raw, to be decoded by each (the open-time snapshot: the bytes take
+// some 60 % of the memory of a decoded record, hold no pointers, and are
+// released one by one as the first list decodes them); every other file is
+// decoded now.
+func (d *dir) load(names []typedEntry, workers int, deferDecode bool) []loaded {
 	out := make([]loaded, len(names))
+	var b batch
+	if br, ok := d.fs.(batchReader); ok {
+		if opened, err := br.openBatch(); err == nil {
+			b = opened
+			defer b.close()
+		}
+	}
+	blocks := (len(names) + blockSize - 1) / blockSize
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range max(1, min(workers, len(names))) {
+	for range max(1, min(workers, blocks)) {
 		wg.Go(func() {
+			var buf []byte
 			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(names) {
+				k := int(next.Add(1)) - 1
+				if k >= blocks {
 					return
 				}
-				out[i] = d.loadOne(names[i])
+				for i := k * blockSize; i < min((k+1)*blockSize, len(names)); i++ {
+					var data []byte
+					ok := false
+					if b != nil && names[i].typ == 0 {
+						data, ok = b.read(names[i].name, buf)
+						buf = data[:0]
+					}
+					if !ok {
+						out[i] = d.loadOne(names[i].name)
+						continue
+					}
+					if deferDecode {
+						if version, ok := d.validate(names[i].name, data); ok {
+							out[i] = loaded{
+								name: names[i].name,
+								dec:  accessor.Decoded{Kind: d.kind, Version: version},
+								// Kept without the prefix every such
+								// file starts with; each puts it back.
+								raw: bytes.Clone(data[len(d.canonPrefix):]),
+							}
+							continue
+						}
+					}
+					dec, err := d.decode(names[i].name, data)
+					out[i] = loaded{name: names[i].name, dec: dec, err: err}
+				}
 			}
 		})
 	}
 	wg.Wait()
 	return slices.DeleteFunc(out, func(l loaded) bool { return l.name == "" })
+}
+
+// validate reports whether data is a canonical v1beta1 file of the
+// directory's kind whose key is name's: one that decodes without error.
+func (d *dir) validate(name string, data []byte) (version string, ok bool) {
+	f, ok := accessor.ValidateCanonical(data)
+	if !ok || f.Kind != d.kind || f.Version != accessor.VersionV1beta1 || FileName(f.Key) != name ||
+		!bytes.HasPrefix(data, d.canonPrefix) {
+		return "", false
+	}
+	return f.Version, true
 }
 
 func (d *dir) loadOne(name string) loaded {
@@ -249,7 +373,53 @@ func (d *dir) list(workers int) ([]loaded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", d.path, err)
 	}
-	return d.load(names, workers), nil
+	return d.load(names, workers, false), nil
+}
+
+// each calls fn for every entry, on up to workers goroutines, each taking
+// blocks of consecutive entries, with the entry decoded (an entry whose
+// decoding was deferred is decoded first). After fn returns, the entry no
+// longer holds its raw bytes or decoded value, so a consumed open-time
+// snapshot is released block by block while later blocks are decoded.
+func (d *dir) each(entries []loaded, workers int, fn func(i int, l *loaded)) {
+	blocks := (len(entries) + blockSize - 1) / blockSize
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range max(1, min(workers, blocks)) {
+		wg.Go(func() {
+			var buf []byte
+			for {
+				k := int(next.Add(1)) - 1
+				if k >= blocks {
+					return
+				}
+				for i := k * blockSize; i < min((k+1)*blockSize, len(entries)); i++ {
+					l := &entries[i]
+					if l.raw != nil {
+						buf = append(append(buf[:0], d.canonPrefix...), l.raw...)
+						l.dec, l.err = d.decodeValidated(l.name, buf)
+					}
+					fn(i, l)
+					*l = loaded{name: l.name, err: l.err}
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// decodeValidated decodes bytes validate accepted.
+func (d *dir) decodeValidated(name string, data []byte) (accessor.Decoded, error) {
+	dec, err := accessor.Decode(data)
+	if err != nil || dec.Kind != d.kind {
+		// Not expected: validate checked what Decode checks. Take the
+		// general path, which words the error.
+		return d.decode(name, data)
+	}
+	if dec.Record != nil {
+		dec.Record.LastUpdatedTime = accessor.StorageTime(dec.Record.LastUpdatedTime.Time)
+	}
+	return dec, nil
 }
 
 func (d *dir) count() int {

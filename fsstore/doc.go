@@ -114,15 +114,27 @@
 //
 // # Memory and the open-time snapshot
 //
-// New reads each directory once (one decoding worker per core)
-// and keeps the set of record names it found, which writes and deletes
-// maintain: the counts (accessor.RecordCounter) never scan the disk. What
-// New decoded, errors included, is handed, without copying, to the first
-// ListImagePullIntents or ListImagePulledRecords call after New, so a
-// caller that loads everything at start-up reads each file once; the store
-// drops its reference at that point and never shares the values. If a write
-// or delete of that kind happens first, or a migration wrote a file under a
-// new name, the first list reads the disk like every later list.
+// New reads each directory once (one worker per core) and keeps the set of
+// record names it found, which writes and deletes maintain: the counts
+// (accessor.RecordCounter) never scan the disk. On Linux the directory is
+// listed with getdents64, whose entry types spare an lstat per file, and an
+// entry listed as a regular file is read with openat (O_NOFOLLOW,
+// O_NONBLOCK), fstat (it must still be a regular file within the size
+// limit, else the careful path above decides), read and close on the
+// directory's descriptor; any other entry takes the careful path.
+//
+// A record file in the exact form the kubelet writes (v1beta1) is checked
+// at open (accessor.ValidateCanonical) and only its bytes are kept, without
+// the prefix they all share, to be decoded by the first list; every other
+// file is decoded at open. What New read, errors included, is handed to the
+// first ListImagePullIntents, ListImagePulledRecords or
+// RangeImagePulledRecords call after New, so a caller that loads everything
+// at start-up reads each file once and decodes it once; the store drops its
+// reference at that point and never shares the values. Range releases each
+// kept file as soon as its record was handed over, so a cache warming up
+// never holds every decoded record at once. If a write or delete of that
+// kind happens first, or a migration wrote a file under a new name, the
+// first list reads the disk like every later list.
 //
 // # Inspection and repair
 //

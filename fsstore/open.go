@@ -21,7 +21,7 @@ func (s *Store) open(logger klog.Logger, d *dir) error {
 	if !s.opts.readOnly && len(temps) > 0 {
 		s.sweep(logger, d, temps)
 	}
-	entries := d.load(names, s.opts.workers)
+	entries := d.load(names, s.opts.workers, d.kind == accessor.KindImagePulledRecord)
 	for _, e := range entries {
 		d.present[e.name] = struct{}{}
 	}

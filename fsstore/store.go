@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 
 	"k8s.io/klog/v2"
@@ -96,6 +97,7 @@ type Store struct {
 var (
 	_ accessor.PullRecordsAccessor = (*Store)(nil)
 	_ accessor.RecordCounter       = (*Store)(nil)
+	_ accessor.PulledRecordRanger  = (*Store)(nil)
 )
 
 // New opens the store in <kubeletDir>/image_manager, creating the directories
@@ -321,19 +323,29 @@ func (s *Store) ListImagePullIntents() ([]*accessor.ImagePullIntent, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*accessor.ImagePullIntent, 0, len(entries))
+	out := make([]*accessor.ImagePullIntent, len(entries))
+	s.intents.each(entries, s.opts.workers, func(i int, l *loaded) {
+		if l.err == nil {
+			out[i] = l.dec.Intent
+		}
+	})
+	return slices.DeleteFunc(out, func(in *accessor.ImagePullIntent) bool { return in == nil }),
+		listError(s.intents, entries)
+}
+
+// listError returns the *accessor.ListError naming every entry that could
+// not be read, in file-name order, or nil.
+func listError(d *dir, entries []loaded) error {
 	var errs []error
 	for _, e := range entries {
 		if e.err != nil {
 			errs = append(errs, e.err)
-			continue
 		}
-		out = append(out, e.dec.Intent)
 	}
 	if len(errs) > 0 {
-		return out, &accessor.ListError{What: s.intents.what, Errs: errs}
+		return &accessor.ListError{What: d.what, Errs: errs}
 	}
-	return out, nil
+	return nil
 }
 
 // ListImagePulledRecords returns every readable pulled record, sorted by file
@@ -348,19 +360,37 @@ func (s *Store) ListImagePulledRecords() ([]*accessor.ImagePulledRecord, error) 
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*accessor.ImagePulledRecord, 0, len(entries))
-	var errs []error
-	for _, e := range entries {
-		if e.err != nil {
-			errs = append(errs, e.err)
-			continue
+	out := make([]*accessor.ImagePulledRecord, len(entries))
+	s.records.each(entries, s.opts.workers, func(i int, l *loaded) {
+		if l.err == nil {
+			out[i] = l.dec.Record
 		}
-		out = append(out, e.dec.Record)
+	})
+	return slices.DeleteFunc(out, func(r *accessor.ImagePulledRecord) bool { return r == nil }),
+		listError(s.records, entries)
+}
+
+// RangeImagePulledRecords calls fn with every record ListImagePulledRecords
+// would return, from up to one goroutine per core at once, and returns the
+// error it would return. It never holds every decoded record at once: the
+// first call after open decodes the files New read block by block, and
+// releases each block once fn has seen it.
+func (s *Store) RangeImagePulledRecords(fn func(*accessor.ImagePulledRecord)) error {
+	end, err := s.begin(false)
+	if err != nil {
+		return err
 	}
-	if len(errs) > 0 {
-		return out, &accessor.ListError{What: s.records.what, Errs: errs}
+	defer end()
+	entries, err := s.records.list(s.opts.workers)
+	if err != nil {
+		return err
 	}
-	return out, nil
+	s.records.each(entries, s.opts.workers, func(_ int, l *loaded) {
+		if l.err == nil {
+			fn(l.dec.Record)
+		}
+	})
+	return listError(s.records, entries)
 }
 
 // ImagePullIntentExists reports whether an intent for exactly image is
