@@ -117,15 +117,7 @@ func (c *Cache) load(logger klog.Logger) error {
 		it.store(in.Image)
 	}
 
-	records, recordsErr := c.delegate.ListImagePulledRecords()
-	rt := &recordTable{authoritative: recordsErr == nil}
-	for _, r := range records {
-		if r == nil || accessor.ValidateKey(r.ImageRef) != nil {
-			rt.authoritative = false
-			continue
-		}
-		rt.store(newRecordEntry(r))
-	}
+	rt, recordsErr := loadRecords(c.delegate)
 
 	c.intents.Store(it)
 	c.records.Store(rt)
@@ -142,6 +134,36 @@ func (c *Cache) load(logger klog.Logger) error {
 		logger.Info("The store listed an item with an invalid key; the cache reads through to the store for that kind")
 	}
 	return nil
+}
+
+// loadRecords builds a record table from the delegate's records. A delegate
+// that can range over its records (fsstore) hands them over one at a time,
+// on several goroutines, so that the warm-up never holds every decoded
+// record beside the table it builds.
+func loadRecords(delegate accessor.PullRecordsAccessor) (*recordTable, error) {
+	rt := &recordTable{}
+	in := newInterner()
+	var bad atomic.Bool
+	add := func(r *accessor.ImagePulledRecord) {
+		if r == nil || accessor.ValidateKey(r.ImageRef) != nil {
+			bad.Store(true)
+			return
+		}
+		rt.store(newRecordEntry(r, in))
+	}
+	var err error
+	if rr, ok := delegate.(accessor.PulledRecordRanger); ok {
+		err = rr.RangeImagePulledRecords(add)
+	} else {
+		var records []*accessor.ImagePulledRecord
+		records, err = delegate.ListImagePulledRecords()
+		for i, r := range records {
+			add(r)
+			records[i] = nil // the table's form replaces it
+		}
+	}
+	rt.authoritative = err == nil && !bad.Load()
+	return rt, err
 }
 
 // Authoritative reports whether the cache answers every lookup and list from
@@ -278,7 +300,7 @@ func (c *Cache) recordReadThrough(imageRef string) (*recordEntry, bool, error) {
 	if !ok || r == nil || r.ImageRef != imageRef {
 		return nil, false, nil
 	}
-	e := newRecordEntry(r)
+	e := newRecordEntry(r, nil)
 	if accessor.ValidateKey(imageRef) == nil {
 		t.store(e)
 	}
@@ -296,8 +318,8 @@ func (c *Cache) WriteImagePulledRecord(logger klog.Logger, record *accessor.Imag
 	}
 	// Copy first, so the cached value is what the caller passed even if it
 	// changes the record after the delegate has stored it.
-	e := newRecordEntry(record)
-	defer c.locks.Lock(e.ref)()
+	e := newRecordEntry(record, nil)
+	defer c.locks.Lock(e.ref())()
 	err := c.delegate.WriteImagePulledRecord(logger, record)
 	if err == nil || errors.Is(err, accessor.ErrNotDurable) {
 		c.records.Load().store(e)

@@ -69,16 +69,23 @@
 //
 // # Memory
 //
-// Records are kept in a compact form, not as ImagePulledRecord values: the
-// credential mapping is a sorted slice rather than a Go map (a map of even two
-// names costs about 700 bytes), and the secrets and service accounts, which
-// repeat across the records of a node, are interned whole with package
-// unique (one handle per reference). 100,000 records of two names each,
-// with their own imageRefs and names, take about 620 bytes each, some 62 MB in all (see
-// TestCacheMemoryPer100kRecords). A record that has been peeked also keeps its
-// shared ImagePulledRecord form, about 1 KB more, until it is replaced or
-// deleted; in practice only the records of images that containers start from
-// are peeked.
+// Records are kept in a compact form, not as ImagePulledRecord values (a Go
+// map of even two names costs about 700 bytes): the imageRef and the names
+// in one string, and one encoded string per name for its credentials. The
+// credentials of a name (secrets, service accounts, the node-wide flag)
+// repeat across the records of a node, and a warm-up shares equal ones
+// between entries; writes after it store their own. Strings hold no
+// pointers, so the garbage collector does not scan them. 100,000 records of
+// two names each, with their own imageRefs and names and pooled
+// credentials, take about 380 bytes each, some 38 MB in all (see
+// TestCacheMemoryPer100kRecords); with every secret distinct, about 760. A
+// record that has been peeked also keeps its shared ImagePulledRecord form,
+// about 1 KB more, until it is replaced or deleted; in practice only the
+// records of images that containers start from are peeked.
+//
+// A warm-up over a delegate that implements accessor.PulledRecordRanger
+// (fsstore does) takes the records one at a time, on the delegate's
+// goroutines, and never holds every decoded record at once.
 //
 // # Non-guarantees
 //

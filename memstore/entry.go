@@ -1,101 +1,192 @@
 package memstore
 
 import (
+	"encoding/binary"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
-	"unique"
 
 	"github.com/pullrecords/pullrecords/accessor"
 )
 
 // recordEntry is the compact, immutable form in which both Store and Cache
-// keep a pulled record. A Go map per record costs about 700 bytes even for two
-// names, so the mapping is kept as a sorted slice instead, and the credential
-// strings, which repeat across many records on a node (the same secrets and
-// service accounts pull many images), are interned with package unique.
+// keep a pulled record. A Go map per record costs about 700 bytes even for
+// two names, and an ImagePulledRecord is a dozen small allocations, so an
+// entry is three: the struct, one string holding the imageRef and the names,
+// and a slice with one encoded credentials string per name. The credentials
+// of one name (its secrets, service accounts and flag) repeat across the
+// records of a node, since the same secrets pull many images: a cache
+// warm-up shares equal credentials strings between entries (see interner).
+// Strings hold no pointers, so the garbage collector never scans them.
 //
 // Every field except peeked is set once, before the entry is published, and
 // never changed. peeked holds the record handed out by PeekImagePulledRecord,
-// built on the first peek and shared by every later one.
+// built on the first peek and shared by every later one. Strings in the
+// records built from an entry are substrings of the entry's strings: strings
+// are immutable, so sharing them is safe, and a materialised record costs no
+// string allocation.
 type recordEntry struct {
-	ref      string
-	updated  int64       // Unix seconds; the zero time round-trips through it
-	mapping  []credEntry // nil for a nil mapping; sorted by name
-	nSecrets int32       // total secrets over all names
-	nSAs     int32       // total service accounts over all names
-	peeked   atomic.Pointer[accessor.ImagePulledRecord]
+	// data is the imageRef (its first refLen bytes), then each name in
+	// ascending order as a uvarint length and the bytes.
+	data string
+	// creds holds each name's credentials, in name order (see
+	// appendCreds); nil for a nil mapping, empty for an empty one.
+	creds   []string
+	refLen  int32
+	updated int64 // Unix seconds; the zero time round-trips through it
+	peeked  atomic.Pointer[accessor.ImagePulledRecord]
 }
 
-type credEntry struct {
-	name     string
-	secrets  []secretHandles // nil when the record had a nil slice
-	sas      []saHandles     // nil when the record had a nil slice
-	nodeWide bool
-}
+func (e *recordEntry) ref() string { return e.data[:e.refLen] }
 
-// A secret or service account is interned whole: one handle (one pointer)
-// per reference, and one unique.Make per secret rather than one per string,
-// which is what a cache warm-up over many records pays for.
-type (
-	secretHandles = unique.Handle[accessor.ImagePullSecret]
-	saHandles     = unique.Handle[accessor.ImagePullServiceAccount]
+// The credentials encoding of one name: a flags byte, the number of secrets
+// and of service accounts (uvarints), each secret's UID, Namespace, Name and
+// CredentialHash, then each service account's UID, Namespace and Name.
+// Strings are a uvarint length and the bytes.
+const (
+	flagNodeWide = 1 << iota
+	flagSecrets  // KubernetesSecrets is not nil
+	flagSAs      // KubernetesServiceAccounts is not nil
 )
 
+var emptyCreds = []string{}
+
+// interner shares equal credentials strings between the entries built
+// during one warm-up. It lives only as long as the warm-up, so it never
+// keeps a string the entries no longer use; later writes are not shared.
+type interner struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+func newInterner() *interner { return &interner{m: map[string]string{}} }
+
+func (in *interner) intern(b []byte) string {
+	if in == nil {
+		return string(b)
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if s, ok := in.m[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	in.m[s] = s
+	return s
+}
+
 // newRecordEntry returns the compact form of r with its time in storage form.
-// It shares no memory with r.
-func newRecordEntry(r *accessor.ImagePulledRecord) *recordEntry {
+// It shares no memory with r. in, if not nil, shares credentials strings with
+// other entries.
+func newRecordEntry(r *accessor.ImagePulledRecord, in *interner) *recordEntry {
 	e := &recordEntry{
-		ref:     r.ImageRef,
+		refLen:  int32(len(r.ImageRef)),
 		updated: accessor.StorageTime(r.LastUpdatedTime.Time).Unix(),
 	}
 	if r.CredentialMapping == nil {
+		e.data = strings.Clone(r.ImageRef)
 		return e
 	}
-	var nSecrets, nSAs int
-	for _, c := range r.CredentialMapping {
-		nSecrets += len(c.KubernetesSecrets)
-		nSAs += len(c.KubernetesServiceAccounts)
+	if len(r.CredentialMapping) == 0 {
+		e.data, e.creds = strings.Clone(r.ImageRef), emptyCreds
+		return e
 	}
-	e.nSecrets, e.nSAs = int32(nSecrets), int32(nSAs)
-	// One allocation each for the names, the secrets and the service
-	// accounts of the whole record.
-	e.mapping = make([]credEntry, 0, len(r.CredentialMapping))
-	var secrets []secretHandles
-	if nSecrets > 0 {
-		secrets = make([]secretHandles, 0, nSecrets)
+	var namesArr [8]string
+	names := namesArr[:0]
+	size := len(r.ImageRef)
+	for name := range r.CredentialMapping {
+		names = append(names, name)
+		size += binary.MaxVarintLen64 + len(name)
 	}
-	var sas []saHandles
-	if nSAs > 0 {
-		sas = make([]saHandles, 0, nSAs)
+	slices.Sort(names)
+	data := make([]byte, 0, size)
+	data = append(data, r.ImageRef...)
+	var scratchArr [512]byte
+	scratch := scratchArr[:0]
+	e.creds = make([]string, len(names))
+	for i, name := range names {
+		data = appendStr(data, name)
+		scratch = appendCreds(scratch[:0], r.CredentialMapping[name])
+		e.creds[i] = in.intern(scratch)
 	}
-	for name, c := range r.CredentialMapping {
-		ce := credEntry{name: name, nodeWide: c.NodePodsAccessible}
-		if c.KubernetesSecrets != nil {
-			start := len(secrets)
-			for _, s := range c.KubernetesSecrets {
-				secrets = append(secrets, unique.Make(s))
-			}
-			ce.secrets = secrets[start:len(secrets):len(secrets)]
-			if ce.secrets == nil {
-				ce.secrets = []secretHandles{}
-			}
-		}
-		if c.KubernetesServiceAccounts != nil {
-			start := len(sas)
-			for _, sa := range c.KubernetesServiceAccounts {
-				sas = append(sas, unique.Make(sa))
-			}
-			ce.sas = sas[start:len(sas):len(sas)]
-			if ce.sas == nil {
-				ce.sas = []saHandles{}
-			}
-		}
-		e.mapping = append(e.mapping, ce)
-	}
-	slices.SortFunc(e.mapping, func(a, b credEntry) int { return strings.Compare(a.name, b.name) })
+	e.data = string(data)
 	return e
+}
+
+func appendCreds(buf []byte, c accessor.ImagePullCredentials) []byte {
+	var flags byte
+	if c.NodePodsAccessible {
+		flags |= flagNodeWide
+	}
+	if c.KubernetesSecrets != nil {
+		flags |= flagSecrets
+	}
+	if c.KubernetesServiceAccounts != nil {
+		flags |= flagSAs
+	}
+	buf = append(buf, flags)
+	buf = binary.AppendUvarint(buf, uint64(len(c.KubernetesSecrets)))
+	buf = binary.AppendUvarint(buf, uint64(len(c.KubernetesServiceAccounts)))
+	for _, s := range c.KubernetesSecrets {
+		buf = appendStr(buf, s.UID)
+		buf = appendStr(buf, s.Namespace)
+		buf = appendStr(buf, s.Name)
+		buf = appendStr(buf, s.CredentialHash)
+	}
+	for _, sa := range c.KubernetesServiceAccounts {
+		buf = appendStr(buf, sa.UID)
+		buf = appendStr(buf, sa.Namespace)
+		buf = appendStr(buf, sa.Name)
+	}
+	return buf
+}
+
+func appendStr(buf []byte, s string) []byte {
+	return append(binary.AppendUvarint(buf, uint64(len(s))), s...)
+}
+
+// reader walks a string newRecordEntry encoded. The encoding never changes
+// after it is made, so reads rely on Go's bounds checks alone.
+type reader struct {
+	s   string
+	pos int
+}
+
+func (r *reader) uvarint() int {
+	var v uint64
+	for shift := 0; ; shift += 7 {
+		b := r.s[r.pos]
+		r.pos++
+		v |= uint64(b&0x7f) << shift
+		if b < 0x80 {
+			return int(v)
+		}
+	}
+}
+
+func (r *reader) str() string {
+	n := r.uvarint()
+	s := r.s[r.pos : r.pos+n]
+	r.pos += n
+	return s
+}
+
+func (r *reader) byte() byte {
+	b := r.s[r.pos]
+	r.pos++
+	return b
+}
+
+// counts returns the number of secrets and service accounts over all names.
+func (e *recordEntry) counts() (secrets, sas int) {
+	for _, c := range e.creds {
+		r := reader{s: c, pos: 1}
+		secrets += r.uvarint()
+		sas += r.uvarint()
+	}
+	return secrets, sas
 }
 
 // slabs are the backing arrays a materialised record's slices are cut from.
@@ -120,43 +211,64 @@ func newSlabs(nSecrets, nSAs int) slabs {
 
 // fill sets *out to a full record built from e, taking slices from s.
 func (e *recordEntry) fill(out *accessor.ImagePulledRecord, s *slabs) {
-	out.ImageRef = e.ref
+	out.ImageRef = e.ref()
 	out.LastUpdatedTime.Time = time.Unix(e.updated, 0).UTC()
-	if e.mapping == nil {
+	if e.creds == nil {
 		return
 	}
-	out.CredentialMapping = make(map[string]accessor.ImagePullCredentials, len(e.mapping))
-	for i := range e.mapping {
-		ce := &e.mapping[i]
-		c := accessor.ImagePullCredentials{NodePodsAccessible: ce.nodeWide}
-		if ce.secrets != nil {
+	out.CredentialMapping = make(map[string]accessor.ImagePullCredentials, len(e.creds))
+	names := reader{s: e.data, pos: int(e.refLen)}
+	for _, creds := range e.creds {
+		name := names.str()
+		r := reader{s: creds}
+		flags := r.byte()
+		nSecrets, nSAs := r.uvarint(), r.uvarint()
+		c := accessor.ImagePullCredentials{NodePodsAccessible: flags&flagNodeWide != 0}
+		if flags&flagSecrets != 0 {
 			start := len(s.secrets)
-			for _, h := range ce.secrets {
-				s.secrets = append(s.secrets, h.Value())
+			for range nSecrets {
+				s.secrets = append(s.secrets, accessor.ImagePullSecret{UID: r.str(), Namespace: r.str(), Name: r.str(), CredentialHash: r.str()})
 			}
 			c.KubernetesSecrets = s.secrets[start:len(s.secrets):len(s.secrets)]
 			if c.KubernetesSecrets == nil {
 				c.KubernetesSecrets = []accessor.ImagePullSecret{}
 			}
 		}
-		if ce.sas != nil {
+		if flags&flagSAs != 0 {
 			start := len(s.sas)
-			for _, h := range ce.sas {
-				s.sas = append(s.sas, h.Value())
+			for range nSAs {
+				s.sas = append(s.sas, accessor.ImagePullServiceAccount{UID: r.str(), Namespace: r.str(), Name: r.str()})
 			}
 			c.KubernetesServiceAccounts = s.sas[start:len(s.sas):len(s.sas)]
 			if c.KubernetesServiceAccounts == nil {
 				c.KubernetesServiceAccounts = []accessor.ImagePullServiceAccount{}
 			}
 		}
-		out.CredentialMapping[ce.name] = c
+		out.CredentialMapping[name] = c
 	}
+}
+
+// smallRecord is a record with room for the secrets and service accounts
+// of most records, allocated at once: a copy then costs this allocation and
+// its map's. A caller that keeps only one of its slices keeps the whole
+// block alive, which is harmless.
+type smallRecord struct {
+	rec     accessor.ImagePulledRecord
+	secrets [2]accessor.ImagePullSecret
+	sas     [2]accessor.ImagePullServiceAccount
 }
 
 // record returns a new record equal to e that shares no mutable memory with
 // anything else.
 func (e *recordEntry) record() *accessor.ImagePulledRecord {
-	s := newSlabs(int(e.nSecrets), int(e.nSAs))
+	nSecrets, nSAs := e.counts()
+	if nSecrets <= 2 && nSAs <= 2 {
+		b := new(smallRecord)
+		s := slabs{secrets: b.secrets[:0:nSecrets], sas: b.sas[:0:nSAs]}
+		e.fill(&b.rec, &s)
+		return &b.rec
+	}
+	s := newSlabs(nSecrets, nSAs)
 	out := new(accessor.ImagePulledRecord)
 	e.fill(out, &s)
 	return out
@@ -179,8 +291,9 @@ func (e *recordEntry) peek() *accessor.ImagePulledRecord {
 func records(entries []*recordEntry) []*accessor.ImagePulledRecord {
 	var nSecrets, nSAs int
 	for _, e := range entries {
-		nSecrets += int(e.nSecrets)
-		nSAs += int(e.nSAs)
+		ns, na := e.counts()
+		nSecrets += ns
+		nSAs += na
 	}
 	s := newSlabs(nSecrets, nSAs)
 	backing := make([]accessor.ImagePulledRecord, len(entries))

@@ -19,8 +19,12 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if code, isChild := maybeStartupChild(); isChild {
+		os.Exit(code)
+	}
 	code := m.Run()
 	benchDirs.cleanup()
+	cleanupStartupFixtures()
 	os.Exit(code)
 }
 

@@ -85,7 +85,7 @@ func (s *Store) WriteImagePulledRecord(_ klog.Logger, record *accessor.ImagePull
 	if err := accessor.ValidateKey(record.ImageRef); err != nil {
 		return err
 	}
-	s.records.store(newRecordEntry(record))
+	s.records.store(newRecordEntry(record, nil))
 	return nil
 }
 

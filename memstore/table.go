@@ -28,7 +28,7 @@ func (t *recordTable) load(ref string) *recordEntry {
 }
 
 func (t *recordTable) store(e *recordEntry) {
-	if _, loaded := t.m.Swap(e.ref, e); !loaded {
+	if _, loaded := t.m.Swap(e.ref(), e); !loaded {
 		t.n.Add(1)
 	}
 }
