@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -334,14 +333,4 @@ func renderScreen(out string) []string {
 		screen = screen[:len(screen)-1]
 	}
 	return screen
-}
-
-// scanLines splits output into lines for messages.
-func scanLines(s string) []string {
-	var out []string
-	sc := bufio.NewScanner(strings.NewReader(s))
-	for sc.Scan() {
-		out = append(out, sc.Text())
-	}
-	return out
 }
