@@ -79,6 +79,14 @@ type Explanation struct {
 	// Err is the error that forced a fail-safe answer (a record that cannot
 	// be read, an image name that does not parse), if any.
 	Err string `json:"error,omitempty"`
+	// UnknownHashes are the pod secrets given without a credential hash
+	// (namespace/name/uid): they can match recorded secrets by their
+	// coordinates only, never by their credential.
+	UnknownHashes []SecretRef `json:"unknownHashes,omitempty"`
+	// HashUnknownMayMatter says that the answer could be "may use" for one
+	// of UnknownHashes: the decision found no match, and that secret's
+	// credential could equal a recorded one (step 12's match by hash).
+	HashUnknownMayMatter bool `json:"hashUnknownMayMatter,omitempty"`
 }
 
 // SecretRef names a secret without its credential hash.
@@ -99,7 +107,56 @@ func Explain(ctx context.Context, records accessor.PullRecordsAccessor, opts Opt
 	if err != nil {
 		return Explanation{}, err
 	}
-	return FromManager(m.ExplainImagePull(ctx, image, imageRef, pod.credentials()), opts.PolicyName), nil
+	e := FromManager(m.ExplainImagePull(ctx, image, imageRef, pod.credentials()), opts.PolicyName)
+	e.unknownHashes(pod)
+	return e, nil
+}
+
+// managerRotatedRule is the manager's rule for a pod secret that matches a
+// recorded secret's coordinates with another hash. TestUnknownHash holds it
+// to the manager's wording.
+const managerRotatedRule = "same secret coordinates, rotated credential"
+
+// Rule and finding for a pod secret given without its hash that matches a
+// recorded secret's coordinates.
+const (
+	RuleUnknownHash = "same secret coordinates, hash not given"
+	findingUnknown  = "matches recorded coordinates; its credential hash was not given (unknown hash): " +
+		"the manager trusts these coordinates whatever the hash, and stores the pod's hash if it is new"
+)
+
+// unknownHashes accounts for the pod secrets given without a credential
+// hash. The manager sees an empty hash, which differs from every recorded
+// hash: it would call a coordinates match a rotated credential and record
+// the empty hash. The truth is that the hash is unknown: the coordinates
+// decide, and whether the manager would store a new hash is not known. And
+// where nothing matched, the secret's credential could still have matched a
+// recorded one under other coordinates.
+func (e *Explanation) unknownHashes(pod Pod) {
+	hashless := map[SecretRef]bool{}
+	for _, s := range pod.Secrets {
+		if s.CredentialHash == "" {
+			r := SecretRef{UID: s.UID, Namespace: s.Namespace, Name: s.Name}
+			if !hashless[r] {
+				e.UnknownHashes = append(e.UnknownHashes, r)
+			}
+			hashless[r] = true
+		}
+	}
+	if len(hashless) == 0 || !e.CredentialsLookedUp {
+		return
+	}
+	switch {
+	case e.DecidedAt == pullmanager.StepSecretMatch && e.Rule == managerRotatedRule &&
+		e.WouldRecord != nil && hashless[*e.WouldRecord] && len(e.Steps) > 0:
+		r := e.WouldRecord
+		e.Rule = RuleUnknownHash
+		last := &e.Steps[len(e.Steps)-1]
+		last.Finding = "secret " + r.Namespace + "/" + r.Name + " (uid " + r.UID + ") " + findingUnknown
+		e.WouldRecord = nil
+	case e.MustPull && e.DecidedAt == pullmanager.StepNoMatch:
+		e.HashUnknownMayMatter = true
+	}
 }
 
 // FromManager turns the manager's explanation into the command's form.

@@ -339,8 +339,15 @@ func TestParse(t *testing.T) {
 		wantErr bool
 	}{
 		{in: "ns/name/uid", want: accessor.ImagePullSecret{Namespace: "ns", Name: "name", UID: "uid"}},
-		{in: "ns/name/uid:abc", want: accessor.ImagePullSecret{Namespace: "ns", Name: "name", UID: "uid", CredentialHash: "abc"}},
-		{in: "ns/name/uid:", want: accessor.ImagePullSecret{Namespace: "ns", Name: "name", UID: "uid"}},
+		{in: "ns/name/uid:" + fullHash, want: accessor.ImagePullSecret{Namespace: "ns", Name: "name", UID: "uid", CredentialHash: fullHash}},
+		{in: "ns/name/uid:" + strings.ToUpper(fullHash), want: accessor.ImagePullSecret{Namespace: "ns", Name: "name", UID: "uid", CredentialHash: fullHash}},
+		// A shortened hash (as tables show it), a hash with a non-hex
+		// digit, an over-long one and an empty one are refused.
+		{in: "ns/name/uid:abc", wantErr: true},
+		{in: "ns/name/uid:" + fullHash[:8] + "…", wantErr: true},
+		{in: "ns/name/uid:" + fullHash[:63] + "g", wantErr: true},
+		{in: "ns/name/uid:" + fullHash + "0", wantErr: true},
+		{in: "ns/name/uid:", wantErr: true},
 		{in: "ns/name", wantErr: true},
 		{in: "ns//uid", wantErr: true},
 		{in: "a/b/c/d", wantErr: true},
@@ -368,5 +375,50 @@ func TestParse(t *testing.T) {
 	}
 	if _, err := ParseServiceAccount("team-c/builder"); !errors.Is(err, ErrBadCredential) {
 		t.Errorf("ParseServiceAccount(two parts) error = %v, want ErrBadCredential", err)
+	}
+}
+
+const fullHash = "9a3c0b6e1f2d4c5b8a7e6d5c4b3a29180f1e2d3c4b5a69788796a5b4c3d2e1f0"
+
+// TestUnknownHash: a pod secret given without its hash is an unknown hash,
+// not a rotated credential, and where nothing matched the explanation says
+// the hash could matter. It runs the real manager, so a change of the
+// manager's wording (managerRotatedRule) fails here.
+func TestUnknownHash(t *testing.T) {
+	noHash := secA
+	noHash.CredentialHash = ""
+	tc := testCase{image: imgA, imageRef: "ref-secret", pod: Pod{Secrets: []accessor.ImagePullSecret{noHash}}}
+	e := explainCase(t, fixture(t), tc)
+	if e.MustPull || e.DecidedAt != pullmanager.StepSecretMatch || e.Rule != RuleUnknownHash || e.WouldRecord != nil {
+		t.Errorf("same coordinates, no hash: mustPull %t step %d rule %q wouldRecord %v", e.MustPull, e.DecidedAt, e.Rule, e.WouldRecord)
+	}
+	if last := e.Steps[len(e.Steps)-1].Finding; !strings.Contains(last, "unknown hash") || strings.Contains(last, "rotated") {
+		t.Errorf("finding = %q", last)
+	}
+	if want := []SecretRef{{UID: "uid-a", Namespace: "team-a", Name: "regcred"}}; !cmp.Equal(e.UnknownHashes, want) {
+		t.Errorf("UnknownHashes = %v, want %v", e.UnknownHashes, want)
+	}
+
+	// With the rotated hash given, the manager's own rule stands.
+	rotated := secA
+	rotated.CredentialHash = "h2"
+	tc.pod = Pod{Secrets: []accessor.ImagePullSecret{rotated}}
+	e = explainCase(t, fixture(t), tc)
+	if e.Rule != managerRotatedRule || e.WouldRecord == nil || len(e.UnknownHashes) != 0 {
+		t.Errorf("rotated hash: rule %q wouldRecord %v unknown %v", e.Rule, e.WouldRecord, e.UnknownHashes)
+	}
+
+	// Other coordinates and no hash: must pull, and the hash could matter.
+	other := secB
+	other.CredentialHash = ""
+	tc.pod = Pod{Secrets: []accessor.ImagePullSecret{other}}
+	e = explainCase(t, fixture(t), tc)
+	if !e.MustPull || e.DecidedAt != pullmanager.StepNoMatch || !e.HashUnknownMayMatter {
+		t.Errorf("other coordinates, no hash: mustPull %t step %d mayMatter %t", e.MustPull, e.DecidedAt, e.HashUnknownMayMatter)
+	}
+	// With its hash given, nothing is unknown.
+	tc.pod = Pod{Secrets: []accessor.ImagePullSecret{secB}}
+	if e = explainCase(t, fixture(t), tc); e.HashUnknownMayMatter || len(e.UnknownHashes) != 0 {
+		t.Errorf("other coordinates with a hash: %+v", e)
 	}
 }
