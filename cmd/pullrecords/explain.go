@@ -33,20 +33,28 @@ read-only: nothing is written, and where the manager would update a record durin
 the check, the explanation says so.
 
 "must pull" means the pod must prove to the registry that its credentials can
-pull the image; it is an answer, not an error (exit status 0).`,
+pull the image; it is an answer, not an error (exit status 0).
+
+A --secret given without its hash (namespace/name/uid) has an unknown hash: it
+can match a recorded secret by its coordinates, and the explanation says when
+its credential, unknown, could have matched a recorded one.`,
 		Example: `  pullrecords explain registry.example.com/team-a/app:1.0 sha256:4f1c... \
       --secret team-a/regcred/0b6e...:9a3c...
   pullrecords explain nginx sha256:... --policy AlwaysVerify`,
-		Args: cobra.ExactArgs(2),
+		Args:              cobra.ExactArgs(2),
+		ValidArgsFunction: completeExplain(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runExplain(cmd.Context(), g, o, args[0], args[1])
 		},
 	}
+	addNoHeaders(cmd, g)
 	f := cmd.Flags()
-	f.StringArrayVar(&o.secrets, "secret", nil, "a pod pull secret as namespace/name/uid[:credential-hash] (repeatable)")
+	f.StringArrayVar(&o.secrets, "secret", nil,
+		"a pod pull secret as namespace/name/uid[:credential-hash] (repeatable); the hash is the full 64-digit one (pullrecords get -o json), "+
+			"or left out when not known")
 	f.StringVar(&o.serviceAccount, "service-account", "", "the pod's service account as namespace/name/uid")
-	f.StringVar(&o.policy, "policy", string(pullmanager.NeverVerifyPreloadedImages),
-		"credential verification policy: NeverVerify, NeverVerifyPreloadedImages, NeverVerifyAllowlistedImages or AlwaysVerify")
+	enumFlag(cmd, false, &o.policy, "policy", "", string(pullmanager.NeverVerifyPreloadedImages),
+		"credential verification policy", policyNames...)
 	f.StringSliceVar(&o.allowlist, "allowlist", nil, "allowlist patterns for NeverVerifyAllowlistedImages (comma-separated or repeated)")
 	f.BoolVar(&o.protect, "protect-preloaded", false,
 		"explain with the fix for kubernetes#138175 (pullmanager.WithPreloadedImageProtection): a record counts as pulled by the kubelet only for the names it maps")
@@ -106,9 +114,16 @@ func runExplain(ctx context.Context, g *globalOptions, o *explainOptions, image,
 		return err
 	}
 	return g.emit(e, func(w io.Writer) error {
-		printExplanation(w, e)
-		return nil
+		return printExplanation(w, e, g.style())
 	})
+}
+
+// policyNames are the values of --policy.
+var policyNames = []string{
+	string(pullmanager.NeverVerify),
+	string(pullmanager.NeverVerifyPreloadedImages),
+	string(pullmanager.NeverVerifyAllowlistedImages),
+	string(pullmanager.AlwaysVerify),
 }
 
 // decisionWord is the answer in words.
@@ -119,14 +134,22 @@ func decisionWord(mustPull bool) string {
 	return "may use"
 }
 
-func printExplanation(w io.Writer, e explain.Explanation) {
+func printExplanation(w io.Writer, e explain.Explanation, s tableStyle) error {
 	row(w, "image:", e.Image)
 	row(w, "imageRef:", orDash(e.ImageRef))
 	row(w, "policy:", orDash(e.Policy))
 	row(w, "decision:", fmt.Sprintf("%s (%s), step %d: %s", decisionWord(e.MustPull), e.Result, e.DecidedAt, e.Rule))
-	fmt.Fprintln(w, "\nSTEP\tCHECK\tFINDING")
-	for _, s := range e.Steps {
-		row(w, fmt.Sprint(s.Number), s.Check, s.Finding)
+	fmt.Fprintln(w)
+	t := newTable(
+		column{header: "STEP"},
+		column{header: "CHECK", fit: fitWrap, min: 30},
+		column{header: "FINDING", hex: true, fit: fitWrap, min: 50},
+	)
+	for _, st := range e.Steps {
+		t.add(fmt.Sprint(st.Number), st.Check, st.Finding)
+	}
+	if err := t.write(w, s); err != nil {
+		return err
 	}
 	if !e.CredentialsLookedUp && e.ImageRef != "" {
 		fmt.Fprintln(w, "\nThe pod's credentials are not looked up for this decision.")
@@ -134,4 +157,17 @@ func printExplanation(w io.Writer, e explain.Explanation) {
 	if r := e.WouldRecord; r != nil {
 		fmt.Fprintf(w, "\nThe manager would record secret %s/%s (uid %s) for this image during the check.\n", esc(r.Namespace), esc(r.Name), esc(r.UID))
 	}
+	if e.HashUnknownMayMatter {
+		for _, r := range e.UnknownHashes {
+			note := fmt.Sprintf("Secret %s/%s (uid %s) was given without its credential hash (unknown hash): its coordinates "+
+				"match no recorded secret, but its credential could equal a recorded one, which would let the pod use the "+
+				"image (step 12). Give --secret %s/%s/%s:HASH to check.",
+				esc(r.Namespace), esc(r.Name), esc(r.UID), esc(r.Namespace), esc(r.Name), esc(r.UID))
+			fmt.Fprintln(w)
+			for _, line := range wrap(note, tableWidth) {
+				fmt.Fprintln(w, line)
+			}
+		}
+	}
+	return nil
 }

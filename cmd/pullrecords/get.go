@@ -5,6 +5,8 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+
+	"github.com/pullrecords/pullrecords/cmd/pullrecords/internal/explain"
 )
 
 func newGetCmd(g *globalOptions) *cobra.Command {
@@ -12,9 +14,13 @@ func newGetCmd(g *globalOptions) *cobra.Command {
 		Use:   "get IMAGEREF",
 		Short: "Show one pulled record, decoded (read-only)",
 		Long: `Show the pulled record stored for IMAGEREF (the image ID the runtime reports),
-decoded, with its file name and the credentials per image name. Credential hashes
-are shortened.`,
-		Args: cobra.ExactArgs(1),
+decoded, with its file name and the credentials per image name. The table
+shortens credential hashes to their first 8 digits; -o wide prints them in full,
+and so do -o json and -o yaml (the full hash is what explain --secret takes).
+
+Exit status 1 when no record is stored for IMAGEREF (as kubectl's NotFound).`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeGet(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			store, err := g.openReadOnly()
 			if err != nil {
@@ -26,9 +32,10 @@ are shortened.`,
 			case err != nil:
 				return fmt.Errorf("record for %s cannot be read (run \"pullrecords fsck\"): %w", args[0], err)
 			case !exists:
-				return fmt.Errorf("no pulled record for imageRef %q", args[0])
+				return notFoundf("no pulled record for imageRef %q", args[0])
 			}
 			v := viewRecord(rec)
+			wide := g.style().wide
 			return g.emit(v, func(w io.Writer) error {
 				row(w, "imageRef:", v.ImageRef)
 				row(w, "file:", v.File)
@@ -44,7 +51,11 @@ are shortened.`,
 						row(w, "    node-wide", "every pod on the node may use it")
 					}
 					for _, s := range c.Secrets {
-						row(w, "    secret", s.Namespace+"/"+s.Name, "uid "+s.UID, "hash "+orQuoted(s.CredentialHash))
+						hash := s.CredentialHash
+						if !wide {
+							hash = explain.RedactHash(hash)
+						}
+						row(w, "    secret", s.Namespace+"/"+s.Name, "uid "+s.UID, "hash "+orQuoted(hash))
 					}
 					for _, sa := range c.ServiceAccounts {
 						row(w, "    serviceaccount", sa.Namespace+"/"+sa.Name, "uid "+sa.UID)

@@ -18,12 +18,14 @@ type lsOutput struct {
 }
 
 func newLsCmd(g *globalOptions) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "ls",
 		Short: "List pull intents and pulled records (read-only)",
 		Long: `List the pull intents (pulls in flight, or interrupted) and the pulled records
 under <kubelet dir>/image_manager, with the credentials each record holds per image
-name. Credential hashes are shortened. Files that cannot be read are counted and
+name. The table fits 100 columns, shortening digests and long names ("…"); -o wide
+prints every cell in full, -o json and -o yaml print everything exactly, full
+credential hashes included. Files that cannot be read are counted and
 reported on stderr; run "pullrecords fsck" for details.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -57,16 +59,34 @@ reported on stderr; run "pullrecords fsck" for details.`,
 				fmt.Fprintf(g.stderr, "pullrecords: warning: %s could not be read; run \"pullrecords fsck\"\n", plural(out.Unreadable, "file"))
 			}
 			return g.emit(out, func(w io.Writer) error {
-				row(w, "KIND", "KEY", "NAMES", "CREDENTIALS", "UPDATED")
-				for _, i := range out.Intents {
-					row(w, "intent", i.Image, "-", "-", "-")
-				}
-				for _, r := range out.Records {
-					row(w, "record", r.ImageRef, r.namesCell(), r.credentialsCell(), orDash(r.LastUpdated))
-				}
-				fmt.Fprintf(w, "\n%s, %s\n", plural(len(out.Intents), "intent"), plural(len(out.Records), "record"))
-				return nil
+				return printLs(w, out, g.style())
 			})
 		},
 	}
+	addNoHeaders(cmd, g)
+	cmd.ValidArgsFunction = cobra.NoFileCompletions
+	return cmd
+}
+
+func printLs(w io.Writer, out lsOutput, s tableStyle) error {
+	t := newTable(
+		column{header: "KIND"},
+		column{header: "KEY", hex: true, fit: fitMiddle, min: 20},
+		column{header: "NAMES", fit: fitMiddle, min: 16},
+		column{header: "CREDENTIALS", fit: fitEnd, min: 16},
+		column{header: "UPDATED"},
+	)
+	for _, i := range out.Intents {
+		t.add("intent", i.Image, "-", "-", "-")
+	}
+	for _, r := range out.Records {
+		t.add("record", r.ImageRef, r.namesCell(), r.credentialsCell(), orDash(r.LastUpdated))
+	}
+	if err := t.write(w, s); err != nil {
+		return err
+	}
+	if !s.noHeaders {
+		fmt.Fprintf(w, "\n%s, %s\n", plural(len(out.Intents), "intent"), plural(len(out.Records), "record"))
+	}
+	return nil
 }

@@ -18,15 +18,29 @@ const (
 	formatTable format = "table"
 	formatJSON  format = "json"
 	formatYAML  format = "yaml"
+	// formatWide is the table with every cell in full; parseFormat
+	// returns formatTable for it (tableStyle tells them apart).
+	formatWide format = "wide"
 )
+
+// outputFormats are the values of -o.
+var outputFormats = []string{string(formatTable), string(formatWide), string(formatJSON), string(formatYAML)}
 
 func parseFormat(s string) (format, error) {
 	switch f := format(strings.ToLower(s)); f {
 	case formatTable, formatJSON, formatYAML:
 		return f, nil
+	case formatWide:
+		return formatTable, nil
 	default:
-		return "", usageErrorf("-o %q: want table, json or yaml", s)
+		return "", usageErrorf("-o %q: want one of %s", s, strings.Join(outputFormats, ", "))
 	}
+}
+
+// style is how tables are printed: -o wide prints every cell in full,
+// --no-headers leaves the header row out.
+func (g *globalOptions) style() tableStyle {
+	return tableStyle{wide: strings.EqualFold(g.output, string(formatWide)), noHeaders: g.noHeaders}
 }
 
 // emit writes v as JSON or YAML, or calls table for the table format.

@@ -6,11 +6,11 @@ import (
 	"strings"
 
 	"github.com/pullrecords/pullrecords/accessor"
-	"github.com/pullrecords/pullrecords/cmd/pullrecords/internal/explain"
 	"github.com/pullrecords/pullrecords/fsstore"
 )
 
-// recordView is a pulled record as printed, with credential hashes redacted.
+// recordView is a pulled record as printed. It holds the credential hashes in
+// full: JSON and YAML print them exactly, tables shorten them.
 type recordView struct {
 	ImageRef    string           `json:"imageRef"`
 	File        string           `json:"file"`
@@ -26,8 +26,8 @@ type credentialView struct {
 	ServiceAccounts []serviceAccountView `json:"kubernetesServiceAccounts,omitempty"`
 }
 
-// secretView is a secret with its credential hash shortened; the JSON names
-// are the kubelet's.
+// secretView is a secret with its credential hash; the JSON names are the
+// kubelet's.
 type secretView struct {
 	UID            string `json:"uid"`
 	Namespace      string `json:"namespace"`
@@ -68,8 +68,7 @@ func viewRecord(r *accessor.ImagePulledRecord) recordView {
 		c := r.CredentialMapping[n]
 		cv := credentialView{Name: n, NodeWide: c.NodePodsAccessible}
 		for _, s := range c.KubernetesSecrets {
-			cv.Secrets = append(cv.Secrets, secretView{UID: s.UID, Namespace: s.Namespace, Name: s.Name,
-				CredentialHash: explain.RedactHash(s.CredentialHash)})
+			cv.Secrets = append(cv.Secrets, secretView(s))
 		}
 		for _, sa := range c.KubernetesServiceAccounts {
 			cv.ServiceAccounts = append(cv.ServiceAccounts, serviceAccountView(sa))

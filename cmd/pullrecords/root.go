@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
@@ -29,7 +30,8 @@ it starts, takes no lock, and would act on stale records.
 
 Exit status:
   0  success (a "must pull" decision from explain is an answer, not an error)
-  1  the command ran and found problems (fsck; failed work in cache run --once)
+  1  the command ran and found problems (fsck; failed work in cache run --once),
+     or what was asked for does not exist (get of a record that is not there)
   2  the command could not run: bad flag or argument, missing directory,
      permission denied, unreachable socket or a socket that is not a CRI endpoint`
 
@@ -38,6 +40,8 @@ type globalOptions struct {
 	kubeletDir string
 	output     string
 	verbosity  int
+	// noHeaders is --no-headers of the commands that print tables.
+	noHeaders bool
 
 	// kubeletStopped asserts that no kubelet runs: it skips the
 	// running-kubelet check of the writing commands.
@@ -99,7 +103,9 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	})
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.kubeletDir, "kubelet-dir", "/var/lib/kubelet", "the kubelet root directory (records live in <dir>/image_manager)")
-	pf.StringVarP(&g.output, "output", "o", "table", "output format: table, json or yaml")
+	enumFlag(root, true, &g.output, "output", "o", string(formatTable),
+		"output format: table (fitted into 100 columns), wide (every cell in full), json or yaml (exact, nothing shortened)",
+		outputFormats...)
 	pf.IntVarP(&g.verbosity, "verbosity", "v", 0, "log verbosity (klog -v), logs go to stderr")
 	pf.BoolVar(&g.kubeletStopped, "kubelet-stopped", false,
 		"assert that no kubelet is running on this node, so the writing commands (fsck --repair, migrate --apply, prune) skip their running-kubelet check; "+
@@ -118,7 +124,9 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newMigrateCmd(g),
 		newPruneCmd(g),
 		newCacheCmd(g),
+		newVersionCmd(g),
 	)
+	setVersionFlag(root)
 	wrapArgs(root)
 	return root
 }
@@ -141,19 +149,67 @@ func (g *globalOptions) checkDefaultsFromEnv(cmd *cobra.Command) {
 	}
 }
 
-// wrapArgs makes argument-count errors of c and its children usage errors.
+// wrapArgs makes argument errors of c and its children usage errors, one
+// line each: an unknown sub-command (with cobra's "Did you mean this?"
+// suggestions after the line), an argument given to a command that takes
+// none, or a wrong number of arguments.
 func wrapArgs(c *cobra.Command) {
-	if c.Args != nil {
-		check := c.Args
+	if c.SuggestionsMinimumDistance <= 0 {
+		c.SuggestionsMinimumDistance = 2
+	}
+	if check := c.Args; check != nil || c.HasSubCommands() {
 		c.Args = func(cmd *cobra.Command, args []string) error {
+			if cmd.HasSubCommands() && len(args) > 0 {
+				return unknownCommand(cmd, args[0])
+			}
+			if check == nil {
+				return nil
+			}
 			if err := check(cmd, args); err != nil {
-				return fmt.Errorf("%w: %s: %v", errUsage, cmd.CommandPath(), err)
+				name := commandName(cmd)
+				if strings.HasPrefix(err.Error(), "unknown command") && len(args) > 0 {
+					// cobra.NoArgs says "unknown command" of a command
+					// that has none.
+					return usageErrorf("%s takes no arguments, got %q", name, args[0])
+				}
+				return usageErrorf("%s: %v", name, err)
 			}
 			return nil
 		}
 	}
 	for _, sub := range c.Commands() {
 		wrapArgs(sub)
+	}
+}
+
+// commandName is cmd's path without the program name ("cache apply"), or
+// the program name for the root.
+func commandName(cmd *cobra.Command) string {
+	if !cmd.HasParent() {
+		return cmd.Name()
+	}
+	p := cmd.CommandPath()
+	if _, rest, ok := strings.Cut(p, " "); ok {
+		return rest
+	}
+	return p
+}
+
+// unknownCommand is the error for a sub-command cmd does not have, with
+// cobra's suggestions.
+func unknownCommand(cmd *cobra.Command, arg string) error {
+	var hint []string
+	if s := cmd.SuggestionsFor(arg); len(s) > 0 {
+		hint = append(hint, "Did you mean this?")
+		for _, name := range s {
+			hint = append(hint, "\t"+name)
+		}
+		hint = append(hint, "")
+	}
+	hint = append(hint, fmt.Sprintf("Run '%s --help' for the commands.", cmd.CommandPath()))
+	return &hintedError{
+		err:  usageErrorf("unknown command %q for %q", arg, cmd.CommandPath()),
+		hint: hint,
 	}
 }
 
