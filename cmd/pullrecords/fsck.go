@@ -69,6 +69,7 @@ Exit status: 0 clean (or clean after --repair), 1 problems found (or left after
 		},
 	}
 	cmd.Flags().BoolVar(&o.repair, "repair", false, "quarantine broken files, remove temporary files, migrate old versions, fix modes (writes)")
+	addNoHeaders(cmd, g)
 	return cmd
 }
 
@@ -114,7 +115,14 @@ func runFsck(ctx context.Context, g *globalOptions, o *fsckOptions) error {
 	out := fsckOutput{Problems: []problemView{}}
 	// repairErr is reported after the output, which says what was done.
 	var repairErr error
+	prog := g.startProgress("fsck")
+	defer prog.stop()
+	emit := func() error {
+		prog.stop()
+		return g.emit(out, func(w io.Writer) error { return printFsck(w, out, o.repair, g.style()) })
+	}
 	if ok {
+		prog.phase(checkingPhase(prog, g.kubeletDir, "checking"), 0)
 		report, err := fsstore.Inspect(g.kubeletDir)
 		if err != nil {
 			return describeFSError(err)
@@ -122,6 +130,7 @@ func runFsck(ctx context.Context, g *globalOptions, o *fsckOptions) error {
 		out.Intents, out.Records = report.Intents, report.Records
 		out.Problems = viewProblems(report)
 		if o.repair && len(report.Files) > 0 {
+			prog.phase("repairing "+plural(len(report.Files), "problem"), 0)
 			moved, err := fsstore.Repair(g.logger(), g.kubeletDir, report)
 			if errors.Is(err, fsstore.ErrLocked) {
 				// Repair takes the lock first: nothing was done.
@@ -133,11 +142,12 @@ func runFsck(ctx context.Context, g *globalOptions, o *fsckOptions) error {
 			}
 			out.Repaired = append([]string{}, moved...)
 			sort.Strings(out.Repaired)
+			prog.phase(checkingPhase(prog, g.kubeletDir, "checking again"), 0)
 			after, err := fsstore.Inspect(g.kubeletDir)
 			if err != nil {
 				// Still say what was done before failing.
 				out.Actions = repairActions(out.Problems, out.Repaired, nil)
-				_ = g.emit(out, func(w io.Writer) error { printFsck(w, out, o.repair); return nil })
+				_ = emit()
 				return errors.Join(repairErr, fmt.Errorf("checking again after the repair: %w", describeFSError(err)))
 			}
 			out.Remaining = viewProblems(after)
@@ -146,10 +156,7 @@ func runFsck(ctx context.Context, g *globalOptions, o *fsckOptions) error {
 			out.Rechecked = true
 		}
 	}
-	if err := g.emit(out, func(w io.Writer) error {
-		printFsck(w, out, o.repair)
-		return nil
-	}); err != nil {
+	if err := emit(); err != nil {
 		return errors.Join(repairErr, err)
 	}
 	if repairErr != nil {
@@ -207,13 +214,31 @@ func repairActions(found []problemView, moved []string, remaining []problemView)
 	return out
 }
 
-func printFsck(w io.Writer, out fsckOutput, repair bool) {
+// problemTable is the table of problems of fsck and migrate: the file name
+// and the detail are shortened to fit.
+func problemTable(problems []problemView) *table {
+	t := newTable(
+		column{header: "DIR"},
+		// Wide enough for a temporary file's name with its hash
+		// shortened: shortened twice, it would tell nothing.
+		column{header: "NAME", hex: true, fit: fitMiddle, min: 42},
+		column{header: "PROBLEM"},
+		column{header: "DETAIL", hex: true, fit: fitEnd, min: 24},
+	)
+	for _, p := range problems {
+		t.add(p.Dir, orDash(p.Name), p.Problem, detail(p))
+	}
+	return t
+}
+
+func printFsck(w io.Writer, out fsckOutput, repair bool, s tableStyle) error {
 	if len(out.Problems) > 0 {
-		row(w, "DIR", "NAME", "PROBLEM", "DETAIL")
-		for _, p := range out.Problems {
-			row(w, p.Dir, orDash(p.Name), p.Problem, detail(p))
+		if err := problemTable(out.Problems).write(w, s); err != nil {
+			return err
 		}
-		fmt.Fprintln(w)
+		if !s.noHeaders || repair {
+			fmt.Fprintln(w)
+		}
 	}
 	if repair && len(out.Problems) > 0 {
 		for _, a := range out.Actions {
@@ -237,9 +262,21 @@ func printFsck(w io.Writer, out fsckOutput, repair bool) {
 		fmt.Fprintf(w, "%s found; %s (%s quarantined); %s, %s readable; %s\n",
 			plural(len(out.Problems), "problem"), verdict, plural(len(out.Repaired), "entry"),
 			plural(out.Intents, "intent"), plural(out.Records, "record"), left)
-		return
+		return nil
 	}
-	fmt.Fprintf(w, "%s, %s readable; %s found\n", plural(out.Intents, "intent"), plural(out.Records, "record"), plural(len(out.Problems), "problem"))
+	if !s.noHeaders {
+		fmt.Fprintf(w, "%s, %s readable; %s found\n", plural(out.Intents, "intent"), plural(out.Records, "record"), plural(len(out.Problems), "problem"))
+	}
+	return nil
+}
+
+// checkingPhase is the progress message for a pass over the records,
+// counting the entries only when a progress line is shown.
+func checkingPhase(p *workProgress, kubeletDir, verb string) string {
+	if p == nil {
+		return verb
+	}
+	return verb + " " + plural(countEntries(kubeletDir), "entry") + " in " + fsstore.DirName + "/"
 }
 
 func detail(p problemView) string {

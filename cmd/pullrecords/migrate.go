@@ -41,6 +41,7 @@ Files that do not decode are left alone; see "pullrecords fsck".`,
 		},
 	}
 	cmd.Flags().BoolVar(&o.apply, "apply", false, "rewrite the files (writes)")
+	addNoHeaders(cmd, g)
 	return cmd
 }
 
@@ -72,12 +73,16 @@ func runMigrate(ctx context.Context, g *globalOptions, o *migrateOptions) error 
 		return err
 	}
 	out := migrateOutput{Files: []problemView{}}
+	prog := g.startProgress("migrate")
+	defer prog.stop()
 	if ok {
+		prog.phase(checkingPhase(prog, g.kubeletDir, "looking for v1alpha1 files among"), 0)
 		if out.Files, err = oldVersionFiles(g.kubeletDir); err != nil {
 			return err
 		}
 	}
 	if ok && o.apply && len(out.Files) > 0 {
+		prog.phase("rewriting "+plural(len(out.Files), "file")+" as v1beta1", 0)
 		store, err := g.openWritable("migrate --apply")
 		if err != nil {
 			return err
@@ -86,18 +91,35 @@ func runMigrate(ctx context.Context, g *globalOptions, o *migrateOptions) error 
 			return err
 		}
 		out.Applied = true
+		prog.phase(checkingPhase(prog, g.kubeletDir, "checking again"), 0)
 		left, err := oldVersionFiles(g.kubeletDir)
 		if err != nil {
 			return err
 		}
 		out.Left = len(left)
 	}
+	prog.stop()
+	s := g.style()
 	return g.emit(out, func(w io.Writer) error {
 		if len(out.Files) > 0 {
-			row(w, "DIR", "NAME", "KIND", "VERSION", "KEY")
+			t := newTable(
+				column{header: "DIR"},
+				column{header: "NAME", hex: true, fit: fitMiddle, min: 20},
+				column{header: "KIND"},
+				column{header: "VERSION"},
+				column{header: "KEY", hex: true, fit: fitMiddle, min: 20},
+			)
 			for _, f := range out.Files {
-				row(w, f.Dir, f.Name, f.Kind, f.Version, f.Key)
+				t.add(f.Dir, f.Name, f.Kind, f.Version, f.Key)
 			}
+			if err := t.write(w, s); err != nil {
+				return err
+			}
+		}
+		if s.noHeaders {
+			return nil
+		}
+		if len(out.Files) > 0 {
 			fmt.Fprintln(w)
 		}
 		switch {

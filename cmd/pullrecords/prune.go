@@ -58,6 +58,7 @@ use --dry-run, which writes nothing and takes no lock.`,
 	f.StringVar(&o.olderThan, "older-than", "0s", "only prune records last updated at least this long ago (Go duration, or days as 7d)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "list what would be pruned without writing")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Second, "timeout of each CRI call")
+	addNoHeaders(cmd, g)
 	return cmd
 }
 
@@ -108,6 +109,9 @@ func runPrune(ctx context.Context, g *globalOptions, o *pruneOptions, clk clock.
 			return err
 		}
 	}
+	prog := g.startProgress("prune")
+	defer prog.stop()
+	prog.phase("connecting to "+o.endpoint, 0)
 	svc, err := dialCRI(ctx, o.endpoint, o.timeout)
 	if err != nil {
 		return err
@@ -116,6 +120,7 @@ func runPrune(ctx context.Context, g *globalOptions, o *pruneOptions, clk clock.
 
 	// The cut-off is taken before the runtime lists its images.
 	until := clk.Now().Add(-age)
+	prog.phase("listing the runtime's images", 0)
 	images, err := svc.ListImages(ctx)
 	if err != nil {
 		return fmt.Errorf("listing images at %s: %w", o.endpoint, err)
@@ -127,6 +132,7 @@ func runPrune(ctx context.Context, g *globalOptions, o *pruneOptions, clk clock.
 		present[img.ID] = true
 	}
 
+	prog.phase(checkingPhase(prog, g.kubeletDir, "reading"), 0)
 	var store readStore
 	if o.dryRun {
 		store, err = g.openReadOnly()
@@ -143,7 +149,7 @@ func runPrune(ctx context.Context, g *globalOptions, o *pruneOptions, clk clock.
 		return err
 	}
 	if le != nil {
-		fmt.Fprintf(g.stderr, "pullrecords: warning: %s could not be read and will not be pruned; run \"pullrecords fsck\"\n", plural(len(le.Errs), "record file"))
+		prog.println(g.stderr, fmt.Sprintf("pullrecords: warning: %s could not be read and will not be pruned; run \"pullrecords fsck\"", plural(len(le.Errs), "record file")))
 	}
 	out := pruneOutput{Until: until.UTC().Format(time.RFC3339), Images: len(images), Pruned: []recordView{}, DryRun: o.dryRun}
 	var candidates []*accessor.ImagePulledRecord
@@ -153,14 +159,21 @@ func runPrune(ctx context.Context, g *globalOptions, o *pruneOptions, clk clock.
 		}
 	}
 	if !o.dryRun && len(candidates) > 0 {
-		mgr, err := pullmanager.NewImagePullManager(klog.NewContext(ctx, g.logger()), store, alwaysVerify{}, nil)
+		prog.phase("pruning records", len(candidates))
+		var acc accessor.PullRecordsAccessor = store
+		if prog != nil {
+			acc = countingDeletes{store, prog}
+		}
+		mgr, err := pullmanager.NewImagePullManager(klog.NewContext(ctx, g.logger()), acc, alwaysVerify{}, nil)
 		if err != nil {
 			return err
 		}
 		mgr.PruneUnknownRecords(klog.NewContext(ctx, g.logger()), ids, until)
 		// Report what is actually gone.
+		prog.phase("checking what is gone", len(candidates))
 		gone := candidates[:0]
 		for _, r := range candidates {
+			prog.step()
 			if _, exists, err := store.GetImagePulledRecord(r.ImageRef); err == nil && !exists {
 				gone = append(gone, r)
 			}
@@ -172,12 +185,26 @@ func runPrune(ctx context.Context, g *globalOptions, o *pruneOptions, clk clock.
 		out.Pruned = append(out.Pruned, viewRecord(r))
 	}
 	out.Kept = len(records) - len(out.Pruned)
+	prog.stop()
+	s := g.style()
 	return g.emit(out, func(w io.Writer) error {
 		if len(out.Pruned) > 0 {
-			row(w, "IMAGEREF", "NAMES", "UPDATED")
+			t := newTable(
+				column{header: "IMAGEREF", hex: true, fit: fitMiddle, min: 20},
+				column{header: "NAMES", fit: fitMiddle, min: 20},
+				column{header: "UPDATED"},
+			)
 			for _, r := range out.Pruned {
-				row(w, r.ImageRef, r.namesCell(), orDash(r.LastUpdated))
+				t.add(r.ImageRef, r.namesCell(), orDash(r.LastUpdated))
 			}
+			if err := t.write(w, s); err != nil {
+				return err
+			}
+		}
+		if s.noHeaders {
+			return nil
+		}
+		if len(out.Pruned) > 0 {
 			fmt.Fprintln(w)
 		}
 		verb := "pruned"
@@ -195,3 +222,18 @@ func runPrune(ctx context.Context, g *globalOptions, o *pruneOptions, clk clock.
 type alwaysVerify struct{}
 
 func (alwaysVerify) RequireCredentialVerificationForImage(string, bool) bool { return true }
+
+// countingDeletes counts the records the pull manager deletes on the
+// progress line. It is used only while the line is shown: it hides the
+// store's optional interfaces (accessor.RecordCounter, RecordPeeker), which
+// only feed metrics the command does not show.
+type countingDeletes struct {
+	readStore
+	prog *workProgress
+}
+
+func (c countingDeletes) DeleteImagePulledRecord(logger klog.Logger, imageRef string) error {
+	err := c.readStore.DeleteImagePulledRecord(logger, imageRef)
+	c.prog.step()
+	return err
+}
