@@ -151,10 +151,11 @@ func newVersionCmd(g *globalOptions) *cobra.Command {
 		Use:   "version",
 		Short: "Print the version and the commit the command was built from",
 		Long: `Print the module version of this binary, the commit it was built from and the Go
-version, from the build information the go command stamps into it. A binary built
-from a clone (go build, go install ./cmd/pullrecords) has version (devel); its
-commit is recorded when it was built in a git checkout without -buildvcs=false.
-"pullrecords --version" prints the same in one line.`,
+version, from the build information the go command stamps into it. Built in a git
+checkout, a binary carries its commit and a pseudo-version (v0.0.0-TIME-COMMIT,
+"+dirty" with uncommitted changes); built with -buildvcs=false or outside a
+checkout it has version (devel) and no commit. "pullrecords --version" prints
+the same in one line.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			v := readVersion()
