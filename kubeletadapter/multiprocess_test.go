@@ -795,6 +795,8 @@ type mpStats struct {
 	roundsByPolicy                  map[string]int
 	ops, pulls, checks              int
 	upstreamKills, killsMidBatch    int
+	killsAtIntent                   int
+	kubeletLifetime                 int // the most rounds one kubelet process served
 	upstreamRestarts                int
 	pullrecordsRuns                 int
 	pullrecordsKills                int
@@ -822,6 +824,8 @@ type mpNode struct {
 	// it pulled (the intent, then a record, is on disk).
 	kubeletPulled map[string]bool
 	upstreamKills int
+	upSince       int // the round the running kubelet started in
+	curRound      int
 	stats         mpStats
 }
 
@@ -871,7 +875,10 @@ func (n *mpNode) pods() []mpPod {
 }
 
 func (n *mpNode) startUpstream(policy kubeletconfig.ImagePullCredentialsVerificationPolicy) {
-	n.up = mpStart(n.t, "upstream", n.dir, n.rtDir, policy)
+	if n.up != nil {
+		n.stats.kubeletLifetime = max(n.stats.kubeletLifetime, n.curRound-n.upSince)
+	}
+	n.up, n.upSince = mpStart(n.t, "upstream", n.dir, n.rtDir, policy), n.curRound
 	// The fake /proc shows the running kubelet to pullrecords' check.
 	entries, _ := os.ReadDir(n.kubeProc)
 	for _, e := range entries {
@@ -1146,6 +1153,7 @@ func (n *mpNode) round(i, rounds int) {
 		n.startUpstream(policy)
 	}
 	n.stats.rounds++
+	n.curRound = i + 1 // this round counts for a kubelet started before it
 	n.stats.roundsByPolicy[string(n.up.policy)]++
 	if i == rounds/3 {
 		n.rotated = true // tenant A rotates its secret's content
@@ -1179,8 +1187,15 @@ func (n *mpNode) round(i, rounds int) {
 		}
 	}
 	prePullAfter := time.Duration(n.rng.Intn(30)) * time.Millisecond
-	killUpstream := n.rng.Intn(10) < 3
+	// The kubelet is killed in one round out of four: after a random
+	// time, or at its k-th pull intent, while it "pulls" (between the
+	// intent and the record).
+	killUpstream := n.rng.Intn(4) == 0
 	killAfter := time.Duration(n.rng.Intn(40)) * time.Millisecond
+	killAtIntent := 0
+	if killUpstream && n.rng.Intn(2) == 0 {
+		killAtIntent = 1 + n.rng.Intn(3)
+	}
 
 	var wg sync.WaitGroup
 	results := make([]mpResult, len(readers))
@@ -1209,6 +1224,9 @@ func (n *mpNode) round(i, rounds int) {
 	var timer *time.Timer
 	proc := n.up
 	if killUpstream {
+		if killAtIntent > 0 {
+			killAfter = 10 * time.Second // unless the batch has fewer intents
+		}
 		killed = make(chan struct{})
 		timer = time.AfterFunc(killAfter, func() {
 			_ = proc.cmd.Process.Signal(syscall.SIGKILL)
@@ -1229,6 +1247,11 @@ func (n *mpNode) round(i, rounds int) {
 		case "intent":
 			if op.cmd.Op == "pull" {
 				n.kubeletPulled[mpImageID(op.cmd.Image)] = true
+			}
+			if killAtIntent--; killAtIntent == 0 && timer.Stop() {
+				_ = proc.cmd.Process.Signal(syscall.SIGKILL)
+				close(killed)
+				n.stats.killsAtIntent++
 			}
 		case "done":
 			pending--
@@ -1416,8 +1439,8 @@ func TestMultiProcessBesideLiveKubelet(t *testing.T) {
 	n.up.stop()
 
 	s := n.stats
-	t.Logf("rounds %d (%v), batch ops %d (pulls %d, checks %d), upstream kills %d (%d during a batch), upstream restarts %d",
-		s.rounds, s.roundsByPolicy, s.ops, s.pulls, s.checks, s.upstreamKills, s.killsMidBatch, s.upstreamRestarts)
+	t.Logf("rounds %d (%v), batch ops %d (pulls %d, checks %d), upstream kills %d (%d during a batch, %d of them between a pull's intent and record), upstream restarts %d, longest kubelet run %d rounds",
+		s.rounds, s.roundsByPolicy, s.ops, s.pulls, s.checks, s.upstreamKills, s.killsMidBatch, s.killsAtIntent, s.upstreamRestarts, s.kubeletLifetime)
 	t.Logf("pullrecords runs %d, pullrecords kills %d, write refusals %d, anonymous pre-pulls %d, explain = kubelet %d, kubelet temp files left by kills (max) %d",
 		s.pullrecordsRuns, s.pullrecordsKills, s.refusals, s.anonymousPrePulls, s.explainAgreements, s.upstreamTempLeftovers)
 	t.Logf("decisions checked from the upstream side %d (no pull needed %d, of which exempt as preloaded %d), violations %d; %v",
