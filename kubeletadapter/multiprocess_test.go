@@ -638,15 +638,9 @@ func (p *mpProc) stop() {
 // ---------------------------------------------------------------------------
 // The pullrecords binary.
 
-var (
-	mpBinOnce sync.Once
-	mpBinPath string
-	mpBinErr  error
-)
-
-// mpPullrecords returns the pullrecords binary, built once per test binary
-// run from ../cmd/pullrecords in the repository's workspace (the binary
-// stays in the system temporary directory until the test binary exits).
+// mpPullrecords returns the pullrecords binary: -mp.pullrecords, or one
+// built from ../cmd/pullrecords in the repository's workspace into the
+// test's temporary directory.
 func mpPullrecords(t *testing.T) string {
 	t.Helper()
 	if *mpBinFlag != "" {
@@ -656,35 +650,24 @@ func mpPullrecords(t *testing.T) string {
 		}
 		return p
 	}
-	mpBinOnce.Do(func() {
-		root, err := filepath.Abs("..")
-		if err != nil {
-			mpBinErr = err
-			return
-		}
-		goTool, err := exec.LookPath("go")
-		if err != nil {
-			goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
-		}
-		dir, err := os.MkdirTemp("", "pullrecords-mp-")
-		if err != nil {
-			mpBinErr = err
-			return
-		}
-		mpBinPath = filepath.Join(dir, "pullrecords")
-		cmd := exec.Command(goTool, "build", "-o", mpBinPath, "./cmd/pullrecords")
-		cmd.Dir = root
-		// The command is a module of the workspace, which this module is
-		// not part of (it runs with GOWORK=off).
-		cmd.Env = append(mpEnvWithout(os.Environ(), "GOWORK"), "GOWORK="+filepath.Join(root, "go.work"))
-		if out, err := cmd.CombinedOutput(); err != nil {
-			mpBinErr = fmt.Errorf("go build ./cmd/pullrecords: %v\n%s", err, out)
-		}
-	})
-	if mpBinErr != nil {
-		t.Fatal(mpBinErr)
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return mpBinPath
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	bin := filepath.Join(t.TempDir(), "pullrecords")
+	cmd := exec.Command(goTool, "build", "-o", bin, "./cmd/pullrecords")
+	cmd.Dir = root
+	// The command is a module of the workspace, which this module is not
+	// part of (it runs with GOWORK=off).
+	cmd.Env = append(mpEnvWithout(os.Environ(), "GOWORK"), "GOWORK="+filepath.Join(root, "go.work"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/pullrecords: %v\n%s", err, out)
+	}
+	return bin
 }
 
 func mpEnvWithout(env []string, names ...string) []string {
