@@ -14,16 +14,21 @@
 //     endpoint answering) unless --kubelet-stopped is given.
 //   - cache run is a standalone image cache: it pulls anonymously only and
 //     writes nothing under image_manager; cache apply and cache run refuse
-//     a cache with a pull secret.
+//     a cache with a pull secret. cache apply and cache delete change the
+//     declared caches as a whole file or not at all, and a running cache run
+//     picks the change up without a restart.
 //   - Control characters in strings from records, files or the runtime are
 //     escaped in table output and error lines; JSON and YAML are exact.
 //   - Exit status 0 means success, 1 means the command ran and found problems
-//     (fsck), 2 means it could not run (bad flag, missing directory,
+//     (fsck) or what was asked for does not exist (get, as kubectl's
+//     NotFound), 2 means it could not run (bad flag, missing directory,
 //     permission denied, unreachable or non-CRI socket). A "must pull"
 //     decision is an answer, not an error: explain exits 0.
 //   - Errors are one line on stderr prefixed "pullrecords: "; no stack traces
 //     and no usage dump on runtime errors.
-//   - Credential hashes are never printed in full, and never logged.
+//   - Credential hashes are shortened in tables and never logged; -o wide,
+//     -o json and -o yaml print them in full, since explain --secret takes
+//     only a full hash.
 //
 // Non-guarantees: the table output format is for people and may change; use
 // -o json or -o yaml in scripts. The running-kubelet check is a safety net:
