@@ -55,4 +55,22 @@
 //   - Durability across a crash or a restart.
 //
 // The suite does not measure speed; stores put that in benchmarks.
+//
+// # Fault injection
+//
+// Faulty wraps any accessor for tests of code that uses one (a manager, a
+// cache): it logs every call (method and key), passes it on, and fails
+// the calls it is told to, by method name, on the nth call, from the nth
+// call on, or when the key matches. Corrupt makes a stored record read as
+// an undecodable file does. Accessor passes through exactly the optional
+// interfaces (accessor.RecordPeeker, RecordCounter, Reloader,
+// PulledRecordRanger) the wrapped accessor has:
+//
+//	store := accessortest.Faulty(memstore.New())
+//	store.FailNth("WriteImagePulledRecord", 2, syscall.ENOSPC)
+//	m := newManager(store.Accessor())
+//	// ... the second record write fails; store.Calls() tells what ran.
+//
+// With no fault set it is the wrapped accessor, logged: Faulty over
+// memstore passes Run.
 package accessortest
