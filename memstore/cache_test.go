@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -37,9 +39,40 @@ func mustWriteIntent(t *testing.T, s accessor.PullRecordsAccessor, image string)
 	}
 }
 
-func wantCalls(t *testing.T, d *fakeDelegate, want ...string) {
+var errInjected = errors.New("injected failure")
+
+// newFaultyDelegate returns an empty Store behind accessortest.Faulty, to be
+// handed to a Cache as it is: without the Store's optional interfaces, so
+// the cache counts its own entries and warms up from lists.
+func newFaultyDelegate() (*accessortest.FaultyAccessor, *Store) {
+	inner := New()
+	return accessortest.Faulty(inner), inner
+}
+
+// injected is the error a delegate fault on method returns.
+func injected(method string) error {
+	return fmt.Errorf("%s: %w", method, errInjected)
+}
+
+// yieldInWrites makes every write and delete that reaches d yield the
+// processor before it reaches the store, to widen races.
+func yieldInWrites(d *accessortest.FaultyAccessor) {
+	d.OnCall(func(c accessortest.Call) {
+		if strings.HasPrefix(c.Method, "Write") || strings.HasPrefix(c.Method, "Delete") {
+			runtime.Gosched()
+		}
+	})
+}
+
+// wantCalls checks the calls that reached d since the last check, and
+// empties d's log.
+func wantCalls(t *testing.T, d *accessortest.FaultyAccessor, want ...string) {
 	t.Helper()
-	if diff := cmp.Diff(want, d.takeCalls(), cmpEmptyStrings); diff != "" {
+	var got []string
+	for _, c := range d.TakeCalls() {
+		got = append(got, c.String())
+	}
+	if diff := cmp.Diff(want, got, cmpEmptyStrings); diff != "" {
 		t.Errorf("calls that reached the delegate (-want +got):\n%s", diff)
 	}
 }
@@ -57,10 +90,10 @@ var cmpEmptyStrings = cmp.Comparer(func(a, b []string) bool {
 })
 
 func TestCacheAuthoritativeAnswersFromMemory(t *testing.T) {
-	d := newFakeDelegate()
-	mustWriteRecord(t, d.inner, accessortest.NewRecord("sha256:a", "example.com/a"))
-	mustWriteRecord(t, d.inner, accessortest.NewNodeAccessibleRecord("sha256:b", "example.com/b"))
-	mustWriteIntent(t, d.inner, "example.com/a:1")
+	d, inner := newFaultyDelegate()
+	mustWriteRecord(t, inner, accessortest.NewRecord("sha256:a", "example.com/a"))
+	mustWriteRecord(t, inner, accessortest.NewNodeAccessibleRecord("sha256:b", "example.com/b"))
+	mustWriteIntent(t, inner, "example.com/a:1")
 	c := newTestCache(t, d)
 	wantCalls(t, d, "ListImagePullIntents", "ListImagePulledRecords")
 	if !c.Authoritative() {
@@ -130,9 +163,9 @@ func TestCacheAuthoritativeAnswersFromMemory(t *testing.T) {
 }
 
 func TestCacheInvalidKeysDoNotReachDelegate(t *testing.T) {
-	d := newFakeDelegate()
+	d, _ := newFaultyDelegate()
 	c := newTestCache(t, d)
-	d.takeCalls()
+	d.TakeCalls()
 	logger := ktesting.NewLogger(t, ktesting.NewConfig())
 	if err := c.WriteImagePullIntent(logger, ""); !errors.Is(err, accessor.ErrInvalidKey) {
 		t.Errorf("WriteImagePullIntent(\"\") = %v; want ErrInvalidKey", err)
@@ -147,15 +180,15 @@ func TestCacheInvalidKeysDoNotReachDelegate(t *testing.T) {
 }
 
 func TestCacheWarmUpErrorReadsThrough(t *testing.T) {
-	d := newFakeDelegate()
+	d, inner := newFaultyDelegate()
 	good := accessortest.NewRecord("sha256:good", "example.com/good")
-	mustWriteRecord(t, d.inner, good)
-	mustWriteRecord(t, d.inner, accessortest.NewRecord("sha256:corrupt", "example.com/corrupt"))
-	mustWriteIntent(t, d.inner, "example.com/good:1")
-	d.setCorrupt("sha256:corrupt", true)
+	mustWriteRecord(t, inner, good)
+	mustWriteRecord(t, inner, accessortest.NewRecord("sha256:corrupt", "example.com/corrupt"))
+	mustWriteIntent(t, inner, "example.com/good:1")
+	d.Corrupt("sha256:corrupt")
 
 	c := newTestCache(t, d)
-	d.takeCalls()
+	d.TakeCalls()
 	if c.Authoritative() {
 		t.Fatal("Authoritative() = true after a warm-up list error")
 	}
@@ -201,7 +234,7 @@ func TestCacheWarmUpErrorReadsThrough(t *testing.T) {
 
 	// A record that appears in the delegate is found and then cached.
 	late := accessortest.NewRecord("sha256:late", "example.com/late")
-	mustWriteRecord(t, d.inner, late)
+	mustWriteRecord(t, inner, late)
 	for range 2 {
 		got, ok, err := c.GetImagePulledRecord("sha256:late")
 		if !ok || err != nil {
@@ -214,12 +247,12 @@ func TestCacheWarmUpErrorReadsThrough(t *testing.T) {
 	wantCalls(t, d, "GetImagePulledRecord sha256:late")
 
 	// A delegate read error is returned and not cached.
-	d.setFail("GetImagePulledRecord", true)
+	d.Fail("GetImagePulledRecord", injected("GetImagePulledRecord"))
 	if _, _, err := c.GetImagePulledRecord("sha256:absent"); !errors.Is(err, errInjected) {
 		t.Errorf("GetImagePulledRecord with failing delegate = %v; want injected error", err)
 	}
-	d.setFail("GetImagePulledRecord", false)
-	d.takeCalls()
+	d.Heal("GetImagePulledRecord")
+	d.TakeCalls()
 
 	// Lists go to the delegate and carry its error.
 	list, err := c.ListImagePulledRecords()
@@ -247,8 +280,8 @@ func TestCacheWarmUpErrorReadsThrough(t *testing.T) {
 
 	// Once repaired (the fsck quarantines the file), Reload makes the cache
 	// authoritative again and misses stop reaching the delegate.
-	d.setCorrupt("sha256:corrupt", false)
-	if err := d.inner.DeleteImagePulledRecord(ktesting.NewLogger(t, ktesting.NewConfig()), "sha256:corrupt"); err != nil {
+	d.Repair("sha256:corrupt")
+	if err := inner.DeleteImagePulledRecord(ktesting.NewLogger(t, ktesting.NewConfig()), "sha256:corrupt"); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Reload(context.Background()); err != nil {
@@ -257,7 +290,7 @@ func TestCacheWarmUpErrorReadsThrough(t *testing.T) {
 	if !c.Authoritative() {
 		t.Fatal("Authoritative() = false after a clean Reload")
 	}
-	d.takeCalls()
+	d.TakeCalls()
 	if _, ok, err := c.GetImagePulledRecord("sha256:corrupt"); ok || err != nil {
 		t.Errorf("GetImagePulledRecord(repaired) = _, %v, %v; want not found", ok, err)
 	}
@@ -268,12 +301,12 @@ func TestCacheWarmUpErrorReadsThrough(t *testing.T) {
 }
 
 func TestCacheWarmUpIntentErrorReadsThrough(t *testing.T) {
-	d := newFakeDelegate()
-	mustWriteIntent(t, d.inner, "example.com/a:1")
-	d.setFail("ListImagePullIntents", true)
+	d, inner := newFaultyDelegate()
+	mustWriteIntent(t, inner, "example.com/a:1")
+	d.Fail("ListImagePullIntents", injected("ListImagePullIntents"))
 	c := newTestCache(t, d)
-	d.setFail("ListImagePullIntents", false)
-	d.takeCalls()
+	d.Heal("ListImagePullIntents")
+	d.TakeCalls()
 	if c.intents.Load().authoritative || !c.records.Load().authoritative {
 		t.Fatalf("authoritative intents=%v records=%v; want false, true",
 			c.intents.Load().authoritative, c.records.Load().authoritative)
@@ -289,7 +322,7 @@ func TestCacheWarmUpIntentErrorReadsThrough(t *testing.T) {
 	// The found intent is cached; the miss asks every time.
 	wantCalls(t, d, "ImagePullIntentExists example.com/a:1", "ImagePullIntentExists example.com/b:1",
 		"ImagePullIntentExists example.com/b:1")
-	d.setFail("ImagePullIntentExists", true)
+	d.Fail("ImagePullIntentExists", injected("ImagePullIntentExists"))
 	if _, err := c.ImagePullIntentExists("example.com/b:1"); !errors.Is(err, errInjected) {
 		t.Errorf("ImagePullIntentExists with failing delegate = %v; want injected error", err)
 	}
@@ -299,24 +332,24 @@ func TestCacheWarmUpIntentErrorReadsThrough(t *testing.T) {
 }
 
 func TestCacheReloadSeesChangesUnderneath(t *testing.T) {
-	d := newFakeDelegate()
+	d, inner := newFaultyDelegate()
 	logger := ktesting.NewLogger(t, ktesting.NewConfig())
 	old := accessortest.NewRecord("sha256:edited", "example.com/old")
-	mustWriteRecord(t, d.inner, old)
-	mustWriteRecord(t, d.inner, accessortest.NewRecord("sha256:removed", "example.com/removed"))
-	mustWriteIntent(t, d.inner, "example.com/removed:1")
+	mustWriteRecord(t, inner, old)
+	mustWriteRecord(t, inner, accessortest.NewRecord("sha256:removed", "example.com/removed"))
+	mustWriteIntent(t, inner, "example.com/removed:1")
 	c := newTestCache(t, d)
 
 	// An operator edits the store behind the cache's back.
 	edited := accessortest.NewNodeAccessibleRecord("sha256:edited", "example.com/new")
 	added := accessortest.NewRecord("sha256:added", "example.com/added")
-	mustWriteRecord(t, d.inner, edited)
-	mustWriteRecord(t, d.inner, added)
-	mustWriteIntent(t, d.inner, "example.com/added:1")
-	if err := d.inner.DeleteImagePulledRecord(logger, "sha256:removed"); err != nil {
+	mustWriteRecord(t, inner, edited)
+	mustWriteRecord(t, inner, added)
+	mustWriteIntent(t, inner, "example.com/added:1")
+	if err := inner.DeleteImagePulledRecord(logger, "sha256:removed"); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.inner.DeleteImagePullIntent(logger, "example.com/removed:1"); err != nil {
+	if err := inner.DeleteImagePullIntent(logger, "example.com/removed:1"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -393,15 +426,15 @@ func TestCacheDelegateFailuresLeaveCacheUnchanged(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			d := newFakeDelegate()
-			mustWriteRecord(t, d.inner, old)
-			mustWriteIntent(t, d.inner, "example.com/a:1")
+			d, inner := newFaultyDelegate()
+			mustWriteRecord(t, inner, old)
+			mustWriteIntent(t, inner, "example.com/a:1")
 			c := newTestCache(t, d)
-			d.setFail(tc.method, true)
+			d.Fail(tc.method, injected(tc.method))
 			if err := tc.do(c); !errors.Is(err, errInjected) {
 				t.Fatalf("%s = %v; want the delegate's error", tc.method, err)
 			}
-			d.takeCalls()
+			d.TakeCalls()
 			records, _ := c.ListImagePulledRecords()
 			if len(records) != 1 || accessortest.DiffRecords(old, records[0]) != "" {
 				t.Errorf("records after a failed %s: %v; want only the old record", tc.method, accessortest.RecordRefs(records))
@@ -419,8 +452,8 @@ func TestCacheDelegateFailuresLeaveCacheUnchanged(t *testing.T) {
 }
 
 func TestCacheConcurrentWritersToOneKey(t *testing.T) {
-	d := newFakeDelegate()
-	d.yield = true
+	d, inner := newFaultyDelegate()
+	yieldInWrites(d)
 	c := newTestCache(t, d, WithStripes(4))
 	logger := ktesting.NewLogger(t, ktesting.NewConfig())
 	const ref, image = "sha256:contended", "example.com/contended:1"
@@ -447,7 +480,7 @@ func TestCacheConcurrentWritersToOneKey(t *testing.T) {
 	}
 	wg.Wait()
 
-	inDelegate, okDelegate, _ := d.inner.GetImagePulledRecord(ref)
+	inDelegate, okDelegate, _ := inner.GetImagePulledRecord(ref)
 	inCache, okCache, err := c.GetImagePulledRecord(ref)
 	if err != nil || okCache != okDelegate {
 		t.Fatalf("cache found = %v (%v), delegate found = %v", okCache, err, okDelegate)
@@ -455,18 +488,18 @@ func TestCacheConcurrentWritersToOneKey(t *testing.T) {
 	if diff := accessortest.DiffRecords(inDelegate, inCache); diff != "" {
 		t.Errorf("cache and delegate disagree on the final record (-delegate +cache):\n%s", diff)
 	}
-	intentDelegate, _ := d.inner.ImagePullIntentExists(image)
+	intentDelegate, _ := inner.ImagePullIntentExists(image)
 	intentCache, _ := c.ImagePullIntentExists(image)
 	if intentCache != intentDelegate {
 		t.Errorf("intent: cache says %v, delegate says %v", intentCache, intentDelegate)
 	}
-	if got, want := c.CountImagePulledRecords(), d.inner.CountImagePulledRecords(); got != want {
+	if got, want := c.CountImagePulledRecords(), inner.CountImagePulledRecords(); got != want {
 		t.Errorf("cached record count = %d; delegate has %d", got, want)
 	}
 }
 
 func TestCacheConcurrentReloadAndWrites(t *testing.T) {
-	d := newFakeDelegate()
+	d, inner := newFaultyDelegate()
 	c := newTestCache(t, d)
 	logger := ktesting.NewLogger(t, ktesting.NewConfig())
 	var wg sync.WaitGroup
@@ -494,7 +527,7 @@ func TestCacheConcurrentReloadAndWrites(t *testing.T) {
 		}
 	})
 	wg.Wait()
-	want, _ := d.inner.ListImagePulledRecords()
+	want, _ := inner.ListImagePulledRecords()
 	got, err := c.ListImagePulledRecords()
 	if err != nil {
 		t.Fatal(err)
@@ -560,8 +593,17 @@ func TestCacheHotPathDoesNotAllocate(t *testing.T) {
 }
 
 func TestCacheCounts(t *testing.T) {
-	d := &countingDelegate{fakeDelegate: newFakeDelegate(), intents: 7, records: 9}
-	c := newTestCache(t, d)
+	// A delegate that counts: the cache, warmed up empty, holds none of
+	// what is written behind its back afterwards, and answers with the
+	// delegate's counts, not its own.
+	counting, inner := newFaultyDelegate()
+	c := newTestCache(t, counting.Accessor())
+	for i := range 7 {
+		mustWriteIntent(t, inner, fmt.Sprintf("example.com/a:%d", i))
+	}
+	for i := range 9 {
+		mustWriteRecord(t, inner, accessortest.NewRecord(fmt.Sprintf("sha256:%d", i)))
+	}
 	if got := c.CountImagePullIntents(); got != 7 {
 		t.Errorf("CountImagePullIntents = %d; want the delegate's 7", got)
 	}
@@ -569,10 +611,10 @@ func TestCacheCounts(t *testing.T) {
 		t.Errorf("CountImagePulledRecords = %d; want the delegate's 9", got)
 	}
 
-	plain := newFakeDelegate()
-	mustWriteIntent(t, plain.inner, "example.com/a:1")
-	mustWriteRecord(t, plain.inner, accessortest.NewRecord("sha256:a"))
-	mustWriteRecord(t, plain.inner, accessortest.NewRecord("sha256:b"))
+	plain, inner := newFaultyDelegate()
+	mustWriteIntent(t, inner, "example.com/a:1")
+	mustWriteRecord(t, inner, accessortest.NewRecord("sha256:a"))
+	mustWriteRecord(t, inner, accessortest.NewRecord("sha256:b"))
 	c = newTestCache(t, plain)
 	if got := c.CountImagePullIntents(); got != 1 {
 		t.Errorf("CountImagePullIntents = %d; want 1 cached", got)
