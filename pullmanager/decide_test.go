@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pullrecords/pullrecords/accessor"
+	"github.com/pullrecords/pullrecords/accessor/accessortest"
 )
 
 const (
@@ -185,18 +186,18 @@ func decisionRows() []decisionRow {
 // newDecisionManager builds the store and manager of a row, with the
 // row's in-flight pull made and its failures injected, and steps the clock
 // by a second.
-func newDecisionManager(t *testing.T, tc decisionRow) (*PullManager, *fakeStore, *Metrics) {
+func newDecisionManager(t *testing.T, tc decisionRow) (*PullManager, *accessortest.FaultyAccessor, *Metrics) {
 	t.Helper()
 	_, logger := testCtx(t)
-	store := newFakeStore()
+	store := newFaultyStore()
 	if tc.record != nil {
-		store.records[tc.record.ImageRef] = tc.record.ForStorage()
+		putRecords(t, store, tc.record)
 	}
 	if tc.intent != "" {
-		store.intents[tc.intent] = true
+		putIntents(t, store, tc.intent)
 	}
 	metrics := NewMetrics()
-	m, clk := newTestManager(t, store, mustPolicy(t, tc.policy, tc.allowlist...),
+	m, clk := newTestManager(t, store.Accessor(), mustPolicy(t, tc.policy, tc.allowlist...),
 		WithMetrics(metrics), WithPreloadedImageProtection(tc.protect), WithNormalizedImageNames(tc.normalized))
 	if tc.inFlight != "" {
 		if err := m.RecordPullIntent(logger, tc.inFlight); err != nil {
@@ -204,7 +205,7 @@ func newDecisionManager(t *testing.T, tc decisionRow) (*PullManager, *fakeStore,
 		}
 	}
 	for k, v := range tc.fail {
-		store.setFail(k, v)
+		setFail(store, k, v)
 	}
 	clk.Step(1e9)
 	return m, store, metrics
@@ -238,8 +239,8 @@ func TestMustAttemptImagePull(t *testing.T) {
 				t.Errorf("check results (-want +got):\n%s", diff)
 			}
 			if tc.wantRecord != nil {
-				store.setFail("GetImagePulledRecord", nil)
-				if diff := cmp.Diff(tc.wantRecord.ForStorage(), store.record(tc.imageRef)); diff != "" {
+				setFail(store, "GetImagePulledRecord", nil)
+				if diff := cmp.Diff(tc.wantRecord.ForStorage(), storedRecord(t, store, tc.imageRef)); diff != "" {
 					t.Errorf("record after the check (-want +got):\n%s", diff)
 				}
 			}
@@ -251,11 +252,11 @@ func TestMustAttemptImagePull(t *testing.T) {
 // that only has the eight accessor methods (copies on every read).
 func TestMustAttemptImagePullWithoutPeeker(t *testing.T) {
 	ctx, _ := testCtx(t)
-	store := newFakeStore()
-	store.records[refA] = rec(refA, t0, map[string]accessor.ImagePullCredentials{keyX: {NodePodsAccessible: true}}).ForStorage()
-	m, _ := newTestManager(t, plainStore{store}, mustPolicy(t, AlwaysVerify))
+	store := newFaultyStore()
+	putRecords(t, store, rec(refA, t0, map[string]accessor.ImagePullCredentials{keyX: {NodePodsAccessible: true}}))
+	m, _ := newTestManager(t, store, mustPolicy(t, AlwaysVerify))
 	if m.peeker != nil || m.counter != nil {
-		t.Fatal("plainStore should hide the optional interfaces")
+		t.Fatal("a FaultyAccessor (not its Accessor()) should hide the optional interfaces")
 	}
 	calls := 0
 	if got, _ := m.MustAttemptImagePull(ctx, imgX, refA, podCreds(&calls, nil, nil, nil)); got {
@@ -269,21 +270,6 @@ func TestMustAttemptImagePullWithoutPeeker(t *testing.T) {
 	}
 }
 
-// intentHookStore runs a hook when the manager asks whether an intent exists.
-type intentHookStore struct {
-	*fakeStore
-	hook func()
-}
-
-func (s *intentHookStore) ImagePullIntentExists(image string) (bool, error) {
-	if s.hook != nil {
-		h := s.hook
-		s.hook = nil
-		h()
-	}
-	return s.fakeStore.ImagePullIntentExists(image)
-}
-
 // TestLockFreeCheckNeverMissesRecordAndIntent: a pull is recorded (record
 // written, then intent dropped) between the check's record read and its
 // intent read. Upstream's locks prevent this interleaving; the lock-free
@@ -292,20 +278,19 @@ func (s *intentHookStore) ImagePullIntentExists(image string) (bool, error) {
 // in under NeverVerifyPreloadedImages.
 func TestLockFreeCheckNeverMissesRecordAndIntent(t *testing.T) {
 	ctx, _ := testCtx(t)
-	fs := newFakeStore()
-	fs.intents[imgX] = true // left by the process that started the pull
-	store := &intentHookStore{fakeStore: fs}
-	m, _ := newTestManager(t, store, mustPolicy(t, NeverVerifyPreloadedImages))
-	store.hook = func() {
+	store := newFaultyStore()
+	putIntents(t, store, imgX) // left by the process that started the pull
+	m, _ := newTestManager(t, store.Accessor(), mustPolicy(t, NeverVerifyPreloadedImages))
+	onFirstCall(store, "ImagePullIntentExists", func() {
 		m.RecordImagePulled(ctx, imgX, refA, &accessor.ImagePullCredentials{
 			KubernetesSecrets: []accessor.ImagePullSecret{secret("u", "team", "s", "h")}})
-	}
+	})
 	calls := 0
 	got, err := m.MustAttemptImagePull(ctx, imgX, refA, podCreds(&calls, nil, nil, nil))
 	if err != nil || !got {
 		t.Fatalf("check = %v, %v; want must pull (the image was pulled with a secret)", got, err)
 	}
-	if fs.hasIntent(imgX) || fs.record(refA) == nil {
+	if hasIntent(t, store, imgX) || storedRecord(t, store, refA) == nil {
 		t.Fatal("the hook did not record the pull")
 	}
 	if calls != 1 {
@@ -317,10 +302,10 @@ func TestLockFreeCheckNeverMissesRecordAndIntent(t *testing.T) {
 // credentials (upstream would panic).
 func TestNilGetPodCredentials(t *testing.T) {
 	ctx, _ := testCtx(t)
-	store := newFakeStore()
-	store.records[refA] = rec(refA, t0, map[string]accessor.ImagePullCredentials{
-		keyX: {KubernetesSecrets: []accessor.ImagePullSecret{secret("u", "n", "s", "h")}}}).ForStorage()
-	m, _ := newTestManager(t, store, mustPolicy(t, AlwaysVerify))
+	store := newFaultyStore()
+	putRecords(t, store, rec(refA, t0, map[string]accessor.ImagePullCredentials{
+		keyX: {KubernetesSecrets: []accessor.ImagePullSecret{secret("u", "n", "s", "h")}}}))
+	m, _ := newTestManager(t, store.Accessor(), mustPolicy(t, AlwaysVerify))
 	if got, err := m.MustAttemptImagePull(ctx, imgX, refA, nil); !got || err != nil {
 		t.Errorf("MustAttemptImagePull(nil creds func) = %v, %v; want true, nil", got, err)
 	}

@@ -14,16 +14,18 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/pullrecords/pullrecords/accessor"
+	"github.com/pullrecords/pullrecords/accessor/accessortest"
 	"github.com/pullrecords/pullrecords/fsstore"
+	"github.com/pullrecords/pullrecords/memstore"
 )
 
 // writeMethods are the store methods that change it.
 var writeMethods = []string{"WriteImagePullIntent", "DeleteImagePullIntent", "WriteImagePulledRecord", "DeleteImagePulledRecord"}
 
-func writeCalls(s *fakeStore) map[string]int {
+func writeCalls(s *accessortest.FaultyAccessor) map[string]int {
 	out := map[string]int{}
 	for _, name := range writeMethods {
-		if n := s.callCount(name); n != 0 {
+		if n := s.CallCount(name); n != 0 {
 			out[name] = n
 		}
 	}
@@ -41,7 +43,7 @@ func TestExplainImagePullAgrees(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, _ := testCtx(t)
 			m, store, metrics := newDecisionManager(t, tc)
-			before := store.record(tc.imageRef)
+			before := storedRecord(t, store, tc.imageRef)
 			writesBefore := writeCalls(store)
 
 			explainCalls := 0
@@ -49,7 +51,7 @@ func TestExplainImagePullAgrees(t *testing.T) {
 			if diff := cmp.Diff(writesBefore, writeCalls(store)); diff != "" {
 				t.Errorf("ExplainImagePull called store writes (-before +after):\n%s", diff)
 			}
-			if diff := cmp.Diff(before, store.record(tc.imageRef)); diff != "" {
+			if diff := cmp.Diff(before, storedRecord(t, store, tc.imageRef)); diff != "" {
 				t.Errorf("ExplainImagePull changed the record (-before +after):\n%s", diff)
 			}
 			if diff := cmp.Diff(map[string]float64{}, checkCounts(metrics)); diff != "" {
@@ -76,9 +78,9 @@ func TestExplainImagePullAgrees(t *testing.T) {
 			checkSteps(t, e)
 
 			checkCalls := 0
-			writes := store.callCount("WriteImagePulledRecord")
+			writes := store.CallCount("WriteImagePulledRecord")
 			must, err := m.MustAttemptImagePull(ctx, tc.image, tc.imageRef, podCreds(&checkCalls, tc.podSecrets, tc.podSA, tc.podErr))
-			wrote := store.callCount("WriteImagePulledRecord") > writes
+			wrote := store.CallCount("WriteImagePulledRecord") > writes
 			check := []any{must, err, checkCalls, wrote}
 			explained := []any{e.MustPull, e.Err, explainCalls, e.WouldRecord != nil}
 			if diff := cmp.Diff(explained, check, cmp.Comparer(func(a, b error) bool { return a == b })); diff != "" {
@@ -167,14 +169,14 @@ func TestExplainImagePullFindings(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, logger := testCtx(t)
-			store := newFakeStore()
+			store := newFaultyStore()
 			if tc.record != nil {
-				store.records[tc.record.ImageRef] = tc.record.ForStorage()
+				putRecords(t, store, tc.record)
 			}
 			if tc.intent != "" {
-				store.intents[tc.intent] = true
+				putIntents(t, store, tc.intent)
 			}
-			m, _ := newTestManager(t, store, mustPolicy(t, tc.policy))
+			m, _ := newTestManager(t, store.Accessor(), mustPolicy(t, tc.policy))
 			if tc.inFlight != "" {
 				if err := m.RecordPullIntent(logger, tc.inFlight); err != nil {
 					t.Fatal(err)
@@ -210,7 +212,7 @@ func TestExplainImagePullFindings(t *testing.T) {
 // label (no check is counted for an absent image).
 func TestExplainImagePullNotPresent(t *testing.T) {
 	ctx, _ := testCtx(t)
-	m, _ := newTestManager(t, newFakeStore(), mustPolicy(t, NeverVerify))
+	m, _ := newTestManager(t, newFaultyStore().Accessor(), mustPolicy(t, NeverVerify))
 	e := m.ExplainImagePull(ctx, imgX, "", nil)
 	want := Explanation{Image: imgX, MustPull: true, Step: StepImageNotPresent, Rule: "image not present",
 		Steps: []ExplainStep{{Number: 1, Check: "image present on the node", Finding: "no: there is nothing to reuse"}}}
@@ -241,9 +243,9 @@ func TestExplainImagePullNeverShowsHashes(t *testing.T) {
 		for _, secrets := range [][]accessor.ImagePullSecret{many[:2], many} {
 			t.Run(fmt.Sprintf("%s/%d cached", name, len(secrets)), func(t *testing.T) {
 				ctx, _ := testCtx(t)
-				store := newFakeStore()
-				store.records[refA] = rec(refA, t0, map[string]accessor.ImagePullCredentials{keyX: {KubernetesSecrets: secrets}}).ForStorage()
-				m, _ := newTestManager(t, store, mustPolicy(t, AlwaysVerify))
+				store := newFaultyStore()
+				putRecords(t, store, rec(refA, t0, map[string]accessor.ImagePullCredentials{keyX: {KubernetesSecrets: secrets}}))
+				m, _ := newTestManager(t, store.Accessor(), mustPolicy(t, AlwaysVerify))
 				calls := 0
 				e := m.ExplainImagePull(ctx, imgX, refA, podCreds(&calls, pod, nil, nil))
 				text := fmt.Sprintf("%+v %#v", e, e)
@@ -267,9 +269,9 @@ func TestExplainImagePullNeverShowsHashes(t *testing.T) {
 // visible, and only a credentials error is returned as Err.
 func TestExplainImagePullErrors(t *testing.T) {
 	ctx, _ := testCtx(t)
-	store := newFakeStore()
-	store.records[refA] = rec(refA, t0, map[string]accessor.ImagePullCredentials{keyX: {KubernetesSecrets: []accessor.ImagePullSecret{secret("u", "n", "s", "h")}}}).ForStorage()
-	m, _ := newTestManager(t, store, mustPolicy(t, AlwaysVerify))
+	store := newFaultyStore()
+	putRecords(t, store, rec(refA, t0, map[string]accessor.ImagePullCredentials{keyX: {KubernetesSecrets: []accessor.ImagePullSecret{secret("u", "n", "s", "h")}}}))
+	m, _ := newTestManager(t, store.Accessor(), mustPolicy(t, AlwaysVerify))
 
 	e := m.ExplainImagePull(ctx, "UPPER/Case:bad", refA, nil)
 	if !errors.Is(e.FailSafeErr, ErrInvalidImageName) || e.Err != nil || e.Step != StepNameParse || !e.MustPull {
@@ -282,7 +284,7 @@ func TestExplainImagePullErrors(t *testing.T) {
 		t.Errorf("credentials error: step %d, result %s, Err %v, FailSafeErr %v", e.Step, e.Result, e.Err, e.FailSafeErr)
 	}
 
-	store.setFail("GetImagePulledRecord", errInjected)
+	setFail(store, "GetImagePulledRecord", errInjected)
 	e = m.ExplainImagePull(ctx, imgX, refA, nil)
 	if !errors.Is(e.FailSafeErr, errInjected) || e.Err != nil || e.Step != StepRecordsError || e.Rule != "record unreadable: fail safe" {
 		t.Errorf("record error: step %d, rule %q, Err %v, FailSafeErr %v", e.Step, e.Rule, e.Err, e.FailSafeErr)
@@ -290,8 +292,8 @@ func TestExplainImagePullErrors(t *testing.T) {
 	if got := e.Steps[1]; got.Number != 3 || !strings.Contains(got.Finding, errInjected.Error()) {
 		t.Errorf("step 3 = %+v, want the error", got)
 	}
-	store.setFail("GetImagePulledRecord", nil)
-	store.setFail("ImagePullIntentExists", errInjected)
+	setFail(store, "GetImagePulledRecord", nil)
+	setFail(store, "ImagePullIntentExists", errInjected)
 	e = m.ExplainImagePull(ctx, imgX, "sha256:none", nil)
 	if !errors.Is(e.FailSafeErr, errInjected) || e.Step != StepRecordsError || e.Rule != "intent unreadable: fail safe" {
 		t.Errorf("intent error: step %d, rule %q, FailSafeErr %v", e.Step, e.Rule, e.FailSafeErr)
@@ -302,7 +304,7 @@ func TestExplainImagePullErrors(t *testing.T) {
 // "the policy".
 func TestExplainImagePullUnnamedPolicy(t *testing.T) {
 	ctx, _ := testCtx(t)
-	m, _ := newTestManager(t, newFakeStore(), PolicyFunc(func(string, bool) bool { return false }))
+	m, _ := newTestManager(t, newFaultyStore().Accessor(), PolicyFunc(func(string, bool) bool { return false }))
 	e := m.ExplainImagePull(ctx, imgX, refA, nil)
 	if e.Rule != "the policy exempts the image" || e.Steps[len(e.Steps)-1].Finding != "the policy does not require verification here" {
 		t.Errorf("rule %q, steps %+v", e.Rule, e.Steps)
@@ -325,16 +327,16 @@ func TestPolicyNames(t *testing.T) {
 // ImageLister over a store with leftover intents (what an explaining tool
 // does) makes no write and no delete.
 func TestNewManagerWithoutImagesWritesNothing(t *testing.T) {
-	store := newFakeStore()
-	store.intents[imgX] = true
-	store.intents["busybox"] = true
-	store.records[refA] = rec(refA, t0, nil).ForStorage()
-	newTestManager(t, store, mustPolicy(t, NeverVerifyPreloadedImages))
+	store := newFaultyStore()
+	putIntents(t, store, imgX)
+	putIntents(t, store, "busybox")
+	putRecords(t, store, rec(refA, t0, nil))
+	newTestManager(t, store.Accessor(), mustPolicy(t, NeverVerifyPreloadedImages))
 	if diff := cmp.Diff(map[string]int{}, writeCalls(store)); diff != "" {
 		t.Errorf("NewImagePullManager wrote:\n%s", diff)
 	}
-	if store.callCount("ListImagePullIntents") != 1 {
-		t.Errorf("intents listed %d times", store.callCount("ListImagePullIntents"))
+	if store.CallCount("ListImagePullIntents") != 1 {
+		t.Errorf("intents listed %d times", store.CallCount("ListImagePullIntents"))
 	}
 }
 
@@ -418,12 +420,14 @@ func snapshot(t *testing.T, dir string) map[string]string {
 // path).
 func BenchmarkExplainImagePull(b *testing.B) {
 	ctx := klog.NewContext(context.Background(), klog.Background())
-	store := newFakeStore()
+	store := memstore.New()
 	var secrets []accessor.ImagePullSecret
 	for i := range 50 {
 		secrets = append(secrets, secret(fmt.Sprintf("uid-%02d", i), "team", fmt.Sprintf("s%02d", i), fmt.Sprintf("hash-%02d", i)))
 	}
-	store.records[refA] = rec(refA, t0, map[string]accessor.ImagePullCredentials{keyX: {KubernetesSecrets: secrets}}).ForStorage()
+	if err := store.WriteImagePulledRecord(klog.Background(), rec(refA, t0, map[string]accessor.ImagePullCredentials{keyX: {KubernetesSecrets: secrets}})); err != nil {
+		b.Fatal(err)
+	}
 	m, err := NewImagePullManager(ctx, store, mustPolicy(b, AlwaysVerify), nil)
 	if err != nil {
 		b.Fatal(err)
@@ -443,14 +447,13 @@ func BenchmarkExplainImagePull(b *testing.B) {
 // explanation follows the same path as the check and says so.
 func TestExplainImagePullRereadsRecord(t *testing.T) {
 	ctx, _ := testCtx(t)
-	fs := newFakeStore()
-	fs.intents[imgX] = true
-	store := &intentHookStore{fakeStore: fs}
-	m, _ := newTestManager(t, store, mustPolicy(t, NeverVerifyPreloadedImages))
-	store.hook = func() {
+	store := newFaultyStore()
+	putIntents(t, store, imgX)
+	m, _ := newTestManager(t, store.Accessor(), mustPolicy(t, NeverVerifyPreloadedImages))
+	onFirstCall(store, "ImagePullIntentExists", func() {
 		m.RecordImagePulled(ctx, imgX, refA, &accessor.ImagePullCredentials{
 			KubernetesSecrets: []accessor.ImagePullSecret{secret("u", "team", "s", "h")}})
-	}
+	})
 	calls := 0
 	e := m.ExplainImagePull(ctx, imgX, refA, podCreds(&calls, nil, nil, nil))
 	if !e.MustPull || !e.PulledByKubelet || e.Step != StepNoMatch || calls != 1 {

@@ -3,186 +3,115 @@ package pullmanager
 import (
 	"context"
 	"errors"
-	"sort"
-	"sync"
+	"sync/atomic"
+	"testing"
 
 	"k8s.io/klog/v2"
 
 	"github.com/pullrecords/pullrecords/accessor"
+	"github.com/pullrecords/pullrecords/accessor/accessortest"
+	"github.com/pullrecords/pullrecords/memstore"
 )
 
 var errInjected = errors.New("injected failure")
 
-// fakeStore is a small in-memory PullRecordsAccessor with failure injection
-// and call counting. It implements RecordPeeker and RecordCounter.
-type fakeStore struct {
-	mu      sync.Mutex
-	intents map[string]bool
-	records map[string]*accessor.ImagePulledRecord
-	// fail maps a method name to the error it returns.
-	fail map[string]error
-	// calls counts calls per method name.
-	calls map[string]int
+// newFaultyStore returns the store most tests run on: an empty memstore
+// behind accessortest.Faulty, which counts the calls that reach it and fails
+// those a test asks it to. Hand the manager store.Accessor(), which peeks
+// and counts as the memstore does, or store itself to give it only the
+// eight accessor methods.
+func newFaultyStore() *accessortest.FaultyAccessor {
+	return accessortest.Faulty(memstore.New())
 }
 
-func newFakeStore() *fakeStore {
-	return &fakeStore{
-		intents: map[string]bool{},
-		records: map[string]*accessor.ImagePulledRecord{},
-		fail:    map[string]error{},
-		calls:   map[string]int{},
+// putRecords stores records in the memstore directly: no fault, no log.
+func putRecords(t testing.TB, s *accessortest.FaultyAccessor, records ...*accessor.ImagePulledRecord) {
+	t.Helper()
+	for _, r := range records {
+		if err := s.Inner().WriteImagePulledRecord(klog.Background(), r); err != nil {
+			t.Fatalf("storing record %s: %v", r.ImageRef, err)
+		}
 	}
 }
 
-func (s *fakeStore) enter(method string) error {
-	s.calls[method]++
-	return s.fail[method]
-}
-
-func (s *fakeStore) setFail(method string, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err == nil {
-		delete(s.fail, method)
-	} else {
-		s.fail[method] = err
+// putIntents stores intents in the memstore directly.
+func putIntents(t testing.TB, s *accessortest.FaultyAccessor, images ...string) {
+	t.Helper()
+	for _, image := range images {
+		if err := s.Inner().WriteImagePullIntent(klog.Background(), image); err != nil {
+			t.Fatalf("storing intent %s: %v", image, err)
+		}
 	}
 }
 
-func (s *fakeStore) callCount(method string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.calls[method]
-}
-
-func (s *fakeStore) ListImagePullIntents() ([]*accessor.ImagePullIntent, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.enter("ListImagePullIntents"); err != nil {
-		return nil, err
+// storedRecord returns a copy of the stored record of imageRef, nil if there
+// is none, read from the memstore directly.
+func storedRecord(t testing.TB, s *accessortest.FaultyAccessor, imageRef string) *accessor.ImagePulledRecord {
+	t.Helper()
+	r, _, err := s.Inner().GetImagePulledRecord(imageRef)
+	if err != nil {
+		t.Fatalf("reading record %s: %v", imageRef, err)
 	}
-	var out []*accessor.ImagePullIntent
-	for img := range s.intents {
-		out = append(out, &accessor.ImagePullIntent{Image: img})
+	return r
+}
+
+// hasIntent reports whether an intent for image is stored.
+func hasIntent(t testing.TB, s *accessortest.FaultyAccessor, image string) bool {
+	t.Helper()
+	ok, err := s.Inner().ImagePullIntentExists(image)
+	if err != nil {
+		t.Fatalf("reading intent %s: %v", image, err)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Image < out[j].Image })
-	return out, nil
+	return ok
 }
 
-func (s *fakeStore) ImagePullIntentExists(image string) (bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.enter("ImagePullIntentExists"); err != nil {
-		return false, err
+// storedIntents returns the stored intents, sorted.
+func storedIntents(t testing.TB, s *accessortest.FaultyAccessor) []string {
+	t.Helper()
+	intents, err := s.Inner().ListImagePullIntents()
+	if err != nil {
+		t.Fatalf("listing intents: %v", err)
 	}
-	return s.intents[image], nil
+	return accessortest.IntentImages(intents)
 }
 
-func (s *fakeStore) WriteImagePullIntent(_ klog.Logger, image string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.enter("WriteImagePullIntent"); err != nil {
-		return err
+// storedRefs returns the imageRefs of the stored records, sorted.
+func storedRefs(t testing.TB, s accessor.PullRecordsAccessor) []string {
+	t.Helper()
+	records, err := s.ListImagePulledRecords()
+	if err != nil {
+		t.Fatalf("listing records: %v", err)
 	}
-	s.intents[image] = true
-	return nil
+	return accessortest.RecordRefs(records)
 }
 
-func (s *fakeStore) DeleteImagePullIntent(_ klog.Logger, image string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.enter("DeleteImagePullIntent"); err != nil {
-		return err
+// setFail makes every call of method from now on fail with err, or heals
+// method when err is nil. Failing GetImagePulledRecord fails
+// PeekImagePulledRecord as well: a test that makes record reads fail means
+// both ways the manager reads a record.
+func setFail(s *accessortest.FaultyAccessor, method string, err error) {
+	methods := []string{method}
+	if method == "GetImagePulledRecord" {
+		methods = append(methods, "PeekImagePulledRecord")
 	}
-	delete(s.intents, image)
-	return nil
-}
-
-func (s *fakeStore) ListImagePulledRecords() ([]*accessor.ImagePulledRecord, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.enter("ListImagePulledRecords"); err != nil {
-		return nil, err
+	s.Heal(methods...)
+	if err != nil {
+		for _, m := range methods {
+			s.Fail(m, err)
+		}
 	}
-	var out []*accessor.ImagePulledRecord
-	for _, r := range s.records {
-		out = append(out, r.DeepCopy())
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ImageRef < out[j].ImageRef })
-	return out, nil
 }
 
-func (s *fakeStore) GetImagePulledRecord(imageRef string) (*accessor.ImagePulledRecord, bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.enter("GetImagePulledRecord"); err != nil {
-		return nil, true, err
-	}
-	r, ok := s.records[imageRef]
-	return r.DeepCopy(), ok, nil
+// onFirstCall runs fn once, at the first call of method that reaches s,
+// before the call goes on to the store.
+func onFirstCall(s *accessortest.FaultyAccessor, method string, fn func()) {
+	var done atomic.Bool
+	s.OnCall(func(c accessortest.Call) {
+		if c.Method == method && done.CompareAndSwap(false, true) {
+			fn()
+		}
+	})
 }
-
-func (s *fakeStore) PeekImagePulledRecord(imageRef string) (*accessor.ImagePulledRecord, bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.enter("GetImagePulledRecord"); err != nil {
-		return nil, true, err
-	}
-	r, ok := s.records[imageRef]
-	return r, ok, nil
-}
-
-func (s *fakeStore) WriteImagePulledRecord(_ klog.Logger, r *accessor.ImagePulledRecord) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.enter("WriteImagePulledRecord"); err != nil {
-		return err
-	}
-	if r == nil {
-		return accessor.ErrNilRecord
-	}
-	s.records[r.ImageRef] = r.ForStorage()
-	return nil
-}
-
-func (s *fakeStore) DeleteImagePulledRecord(_ klog.Logger, imageRef string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.enter("DeleteImagePulledRecord"); err != nil {
-		return err
-	}
-	delete(s.records, imageRef)
-	return nil
-}
-
-func (s *fakeStore) CountImagePullIntents() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.intents)
-}
-
-func (s *fakeStore) CountImagePulledRecords() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.records)
-}
-
-// record returns a copy of the stored record of imageRef, or nil.
-func (s *fakeStore) record(imageRef string) *accessor.ImagePulledRecord {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.records[imageRef].DeepCopy()
-}
-
-func (s *fakeStore) hasIntent(image string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.intents[image]
-}
-
-// plainStore hides the optional interfaces of a store, so the manager uses
-// only the eight accessor methods.
-type plainStore struct{ accessor.PullRecordsAccessor }
 
 // fakeImages is an ImageLister over a fixed list.
 type fakeImages struct {

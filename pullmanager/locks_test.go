@@ -10,8 +10,8 @@ import (
 // safe here (internal/keylock tests the lock set itself).
 func TestStripedLocksAnySize(t *testing.T) {
 	ctx, logger := testCtx(t)
-	store := newFakeStore()
-	m, _ := newTestManager(t, store, mustPolicy(t, AlwaysVerify), WithLockStripes(4096))
+	store := newFaultyStore()
+	m, _ := newTestManager(t, store.Accessor(), mustPolicy(t, AlwaysVerify), WithLockStripes(4096))
 	for i := range 500 {
 		img := fmt.Sprintf("registry.example/app%d:v1", i)
 		if err := m.RecordPullIntent(logger, img); err != nil {

@@ -104,8 +104,8 @@ func TestMergeCredentials(t *testing.T) {
 // manager, and LastUpdatedTime moving only on change.
 func TestRecordImagePulled(t *testing.T) {
 	ctx, logger := testCtx(t)
-	store := newFakeStore()
-	m, clk := newTestManager(t, store, mustPolicy(t, AlwaysVerify))
+	store := newFaultyStore()
+	m, clk := newTestManager(t, store.Accessor(), mustPolicy(t, AlwaysVerify))
 	pull := func(image, ref string, creds *accessor.ImagePullCredentials) {
 		t.Helper()
 		if err := m.RecordPullIntent(logger, image); err != nil {
@@ -117,20 +117,20 @@ func TestRecordImagePulled(t *testing.T) {
 	// nil credentials create a record with an empty mapping.
 	pull(imgX, refA, nil)
 	want := rec(refA, t0, nil)
-	if diff := cmp.Diff(want.ForStorage(), store.record(refA)); diff != "" {
+	if diff := cmp.Diff(want.ForStorage(), storedRecord(t, store, refA)); diff != "" {
 		t.Fatalf("nil creds record (-want +got):\n%s", diff)
 	}
 	// nil and empty credentials never change an existing record.
 	clk.Step(time.Minute)
 	pull(imgX, refA, nil)
 	pull(imgX, refA, &accessor.ImagePullCredentials{})
-	if diff := cmp.Diff(want.ForStorage(), store.record(refA)); diff != "" {
+	if diff := cmp.Diff(want.ForStorage(), storedRecord(t, store, refA)); diff != "" {
 		t.Fatalf("record changed by empty creds (-want +got):\n%s", diff)
 	}
 	// Empty (non-nil) credentials on a missing record create the entry as given.
 	pull(imgY, "sha256:bbbb", &accessor.ImagePullCredentials{})
 	if diff := cmp.Diff(rec("sha256:bbbb", t0.Add(time.Minute), map[string]accessor.ImagePullCredentials{keyY: {}}).ForStorage(),
-		store.record("sha256:bbbb")); diff != "" {
+		storedRecord(t, store, "sha256:bbbb")); diff != "" {
 		t.Fatalf("empty creds record (-want +got):\n%s", diff)
 	}
 	// A change moves LastUpdatedTime; the same credentials again do not.
@@ -140,25 +140,25 @@ func TestRecordImagePulled(t *testing.T) {
 	want = rec(refA, t0.Add(2*time.Minute), map[string]accessor.ImagePullCredentials{keyX: {KubernetesSecrets: []accessor.ImagePullSecret{s1}}})
 	clk.Step(time.Minute)
 	pull(imgX, refA, &accessor.ImagePullCredentials{KubernetesSecrets: []accessor.ImagePullSecret{s1}})
-	if diff := cmp.Diff(want.ForStorage(), store.record(refA)); diff != "" {
+	if diff := cmp.Diff(want.ForStorage(), storedRecord(t, store, refA)); diff != "" {
 		t.Fatalf("record (-want +got):\n%s", diff)
 	}
 	// Sub-second clock readings are stored at whole seconds.
 	clk.Step(1500 * time.Millisecond)
 	pull("registry.example/team/app@sha256:0123456789012345678901234567890123456789012345678901234567890123", refA,
 		&accessor.ImagePullCredentials{NodePodsAccessible: true})
-	if got := store.record(refA).LastUpdatedTime.Time; !got.Equal(t0.Add(3*time.Minute + time.Second)) {
+	if got := storedRecord(t, store, refA).LastUpdatedTime.Time; !got.Equal(t0.Add(3*time.Minute + time.Second)) {
 		t.Errorf("LastUpdatedTime = %v, want whole seconds", got)
 	}
-	if len(store.intents) != 0 {
-		t.Errorf("intents left: %v", store.intents)
+	if left := storedIntents(t, store); len(left) != 0 {
+		t.Errorf("intents left: %v", left)
 	}
 	// An unparsable image name keeps the intent.
 	if err := m.RecordPullIntent(logger, "Bad:Name"); err != nil {
 		t.Fatal(err)
 	}
 	m.RecordImagePulled(ctx, "Bad:Name", "sha256:cccc", nil)
-	if !store.hasIntent("Bad:Name") || store.record("sha256:cccc") != nil {
+	if !hasIntent(t, store, "Bad:Name") || storedRecord(t, store, "sha256:cccc") != nil {
 		t.Error("an unparsable image name should keep the intent and write no record")
 	}
 }
@@ -167,14 +167,13 @@ func TestRecordImagePulled(t *testing.T) {
 // overwritten by a fresh one (kubelet behaviour: it heals on the next pull).
 func TestRecordImagePulledOverCorruptRecord(t *testing.T) {
 	ctx, _ := testCtx(t)
-	store := newFakeStore()
-	m, _ := newTestManager(t, store, mustPolicy(t, AlwaysVerify))
-	store.records[refA] = rec(refA, t0, map[string]accessor.ImagePullCredentials{keyY: {NodePodsAccessible: true}})
-	store.setFail("GetImagePulledRecord", &accessor.CorruptRecordError{Path: "x", Err: accessor.ErrMalformed})
+	store := newFaultyStore()
+	m, _ := newTestManager(t, store.Accessor(), mustPolicy(t, AlwaysVerify))
+	putRecords(t, store, rec(refA, t0, map[string]accessor.ImagePullCredentials{keyY: {NodePodsAccessible: true}}))
+	store.Corrupt(refA)
 	m.RecordImagePulled(ctx, imgX, refA, &accessor.ImagePullCredentials{NodePodsAccessible: true})
-	store.setFail("GetImagePulledRecord", nil)
 	want := rec(refA, t0, map[string]accessor.ImagePullCredentials{keyX: {NodePodsAccessible: true}})
-	if diff := cmp.Diff(want.ForStorage(), store.record(refA)); diff != "" {
+	if diff := cmp.Diff(want.ForStorage(), storedRecord(t, store, refA)); diff != "" {
 		t.Errorf("record (-want +got):\n%s", diff)
 	}
 }

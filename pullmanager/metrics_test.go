@@ -24,7 +24,7 @@ func TestMetricNames(t *testing.T) {
 		}
 	}
 	ctx, _ := testCtx(t)
-	m, _ := newTestManager(t, newFakeStore(), mustPolicy(t, AlwaysVerify), WithMetrics(metrics))
+	m, _ := newTestManager(t, newFaultyStore().Accessor(), mustPolicy(t, AlwaysVerify), WithMetrics(metrics))
 	if _, err := m.MustAttemptImagePull(ctx, imgX, refA, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -58,8 +58,8 @@ func TestMetricNames(t *testing.T) {
 func TestMetricValues(t *testing.T) {
 	ctx, logger := testCtx(t)
 	metrics := NewMetrics()
-	store := newFakeStore()
-	m, _ := newTestManager(t, store, mustPolicy(t, AlwaysVerify), WithMetrics(metrics))
+	store := newFaultyStore()
+	m, _ := newTestManager(t, store.Accessor(), mustPolicy(t, AlwaysVerify), WithMetrics(metrics))
 
 	// Writing the same intent twice does not raise the stored-intent gauge.
 	for range 2 {
@@ -99,8 +99,8 @@ func TestMetricValues(t *testing.T) {
 		t.Errorf("name lookups hit %v miss %v without a name cache, want none", h, miss)
 	}
 	normalized := NewMetrics()
-	nstore := newFakeStore()
-	n, _ := newTestManager(t, nstore, mustPolicy(t, AlwaysVerify), WithMetrics(normalized), WithNormalizedImageNames(true))
+	nstore := newFaultyStore()
+	n, _ := newTestManager(t, nstore.Accessor(), mustPolicy(t, AlwaysVerify), WithMetrics(normalized), WithNormalizedImageNames(true))
 	n.RecordImagePulled(ctx, imgX, refA, &accessor.ImagePullCredentials{NodePodsAccessible: true})
 	_, _ = n.MustAttemptImagePull(ctx, imgX, refA, nil)
 	_, _ = n.MustAttemptImagePull(ctx, imgX, refA, nil)
@@ -118,7 +118,7 @@ func TestKubeletMetricExposition(t *testing.T) {
 	metrics := NewMetrics()
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(metrics.KubeletCollectors()...)
-	m, _ := newTestManager(t, newFakeStore(), mustPolicy(t, AlwaysVerify), WithMetrics(metrics))
+	m, _ := newTestManager(t, newFaultyStore().Accessor(), mustPolicy(t, AlwaysVerify), WithMetrics(metrics))
 
 	// Before any check the counter has no series at all, as in the kubelet.
 	const gauges = `# HELP kubelet_imagemanager_inmemory_pulledrecords_usage_percent [ALPHA] The ImagePulledRecords in-memory cache usage in percent.
@@ -182,8 +182,8 @@ func TestLazySeries(t *testing.T) {
 func TestUsagePercent(t *testing.T) {
 	_, logger := testCtx(t)
 	metrics := NewMetrics()
-	store := newFakeStore()
-	m, _ := newTestManager(t, store, mustPolicy(t, AlwaysVerify), WithMetrics(metrics))
+	store := newFaultyStore()
+	m, _ := newTestManager(t, store.Accessor(), mustPolicy(t, AlwaysVerify), WithMetrics(metrics))
 	for _, img := range []string{"a:1", "b:1", "c:1"} {
 		if err := m.RecordPullIntent(logger, img); err != nil {
 			t.Fatal(err)

@@ -15,69 +15,12 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/pullrecords/pullrecords/accessor"
+	"github.com/pullrecords/pullrecords/accessor/accessortest"
 	"github.com/pullrecords/pullrecords/fsstore"
+	"github.com/pullrecords/pullrecords/memstore"
 )
 
 var modelSeed = flag.Uint64("model.seed", 0, "seed for TestModel (0: the fixed seeds)")
-
-// failingStore makes chosen methods of another store fail. It forwards the
-// optional interfaces. Not safe for changing fail concurrently with use.
-type failingStore struct {
-	accessor.PullRecordsAccessor
-	fail map[string]bool
-}
-
-func (f *failingStore) err(m string) error {
-	if f.fail[m] {
-		return fmt.Errorf("%s: %w", m, errInjected)
-	}
-	return nil
-}
-
-func (f *failingStore) ImagePullIntentExists(image string) (bool, error) {
-	if err := f.err("ImagePullIntentExists"); err != nil {
-		return false, err
-	}
-	return f.PullRecordsAccessor.ImagePullIntentExists(image)
-}
-
-func (f *failingStore) WriteImagePullIntent(l klog.Logger, image string) error {
-	if err := f.err("WriteImagePullIntent"); err != nil {
-		return err
-	}
-	return f.PullRecordsAccessor.WriteImagePullIntent(l, image)
-}
-
-func (f *failingStore) DeleteImagePullIntent(l klog.Logger, image string) error {
-	if err := f.err("DeleteImagePullIntent"); err != nil {
-		return err
-	}
-	return f.PullRecordsAccessor.DeleteImagePullIntent(l, image)
-}
-
-func (f *failingStore) GetImagePulledRecord(ref string) (*accessor.ImagePulledRecord, bool, error) {
-	if err := f.err("GetImagePulledRecord"); err != nil {
-		return nil, true, err
-	}
-	return f.PullRecordsAccessor.GetImagePulledRecord(ref)
-}
-
-func (f *failingStore) PeekImagePulledRecord(ref string) (*accessor.ImagePulledRecord, bool, error) {
-	if err := f.err("GetImagePulledRecord"); err != nil {
-		return nil, true, err
-	}
-	if p, ok := f.PullRecordsAccessor.(accessor.RecordPeeker); ok {
-		return p.PeekImagePulledRecord(ref)
-	}
-	return f.PullRecordsAccessor.GetImagePulledRecord(ref)
-}
-
-func (f *failingStore) WriteImagePulledRecord(l klog.Logger, r *accessor.ImagePulledRecord) error {
-	if err := f.err("WriteImagePulledRecord"); err != nil {
-		return err
-	}
-	return f.PullRecordsAccessor.WriteImagePulledRecord(l, r)
-}
 
 // The model universe: image strings, their runtime reference form, their
 // mapping key as the kubelet computes it (the raw string with tag and
@@ -379,8 +322,8 @@ func TestModel(t *testing.T) {
 		normalized bool
 		newStore   func(t *testing.T) func() accessor.PullRecordsAccessor
 	}
-	fake := func(t *testing.T) func() accessor.PullRecordsAccessor {
-		s := newFakeStore()
+	mem := func(t *testing.T) func() accessor.PullRecordsAccessor {
+		s := memstore.New()
 		return func() accessor.PullRecordsAccessor { return s }
 	}
 	disk := func(t *testing.T) func() accessor.PullRecordsAccessor {
@@ -390,9 +333,9 @@ func TestModel(t *testing.T) {
 		}
 	}
 	variants := []variant{
-		{"fake store", 10_000, false, false, fake},
-		{"fake store, kubernetes#138175 protection", 10_000, true, false, fake},
-		{"fake store, normalised names", 5_000, false, true, fake},
+		{"memstore", 10_000, false, false, mem},
+		{"memstore, kubernetes#138175 protection", 10_000, true, false, mem},
+		{"memstore, normalised names", 5_000, false, true, mem},
 		{"memstore cache over fsstore", 2_000, false, false, disk},
 		{"memstore cache over fsstore, protection", 1_000, true, false, disk},
 		{"memstore cache over fsstore, protection, normalised names", 1_000, true, true, disk},
@@ -437,10 +380,19 @@ func runModel(t *testing.T, seed uint64, ops int, protect, normalized bool, open
 		policies[p] = e
 	}
 	pol := &switchPolicy{cur: policies[AlwaysVerify]}
-	fs := &failingStore{fail: map[string]bool{}}
+	// fail holds the store methods that fail during the current operation;
+	// injectFaults makes exactly those fail.
+	fail := map[string]bool{}
+	var fs *accessortest.FaultyAccessor
+	injectFaults := func() {
+		fs.Heal()
+		for method := range fail {
+			setFail(fs, method, fmt.Errorf("%s: %w", method, errInjected))
+		}
+	}
 	start := func() *PullManager {
-		fs.PullRecordsAccessor = open()
-		m, err := NewImagePullManager(ctx, fs, pol, modelRuntime{md}, WithClock(clk), WithPreloadedImageProtection(protect), WithNormalizedImageNames(normalized))
+		fs = accessortest.Faulty(open())
+		m, err := NewImagePullManager(ctx, fs.Accessor(), pol, modelRuntime{md}, WithClock(clk), WithPreloadedImageProtection(protect), WithNormalizedImageNames(normalized))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -472,27 +424,28 @@ func runModel(t *testing.T, seed uint64, ops int, protect, normalized bool, open
 	finish := func(im modelImage, ok bool) {
 		if !ok {
 			m.RecordImagePullFailed(ctx, im.raw)
-			md.decrement(im.raw, fs.fail)
+			md.decrement(im.raw, fail)
 			return
 		}
 		md.present[im.canonical] = true
 		c := randCreds()
 		m.RecordImagePulled(ctx, im.raw, im.ref, c)
-		if fs.fail["WriteImagePulledRecord"] && md.wouldWrite(im.ref, md.keyOf(im), c) {
+		if fail["WriteImagePulledRecord"] && md.wouldWrite(im.ref, md.keyOf(im), c) {
 			return // the record write failed: the intent is kept
 		}
-		if fs.fail["GetImagePulledRecord"] {
+		if fail["GetImagePulledRecord"] {
 			delete(md.records, im.ref) // unreadable: overwritten with a fresh record
 		}
 		md.apply(im.ref, md.keyOf(im), c, clk.Now())
-		md.decrement(im.raw, fs.fail)
+		md.decrement(im.raw, fail)
 	}
 	checks, allowed := 0, 0
 	for op := 0; op < ops; op++ {
-		clear(fs.fail)
+		clear(fail)
 		if rng.IntN(10) == 0 {
-			fs.fail[[]string{"ImagePullIntentExists", "WriteImagePullIntent", "DeleteImagePullIntent", "GetImagePulledRecord", "WriteImagePulledRecord"}[rng.IntN(5)]] = true
+			fail[[]string{"ImagePullIntentExists", "WriteImagePullIntent", "DeleteImagePullIntent", "GetImagePulledRecord", "WriteImagePulledRecord"}[rng.IntN(5)]] = true
 		}
+		injectFaults()
 		clk.Step(time.Duration(rng.IntN(3)) * time.Second)
 		im := universe[rng.IntN(len(universe))]
 		desc := ""
@@ -500,7 +453,7 @@ func runModel(t *testing.T, seed uint64, ops int, protect, normalized bool, open
 		case k < 25: // a pull that ends now
 			desc = "pull " + im.raw
 			if err := m.RecordPullIntent(logger, im.raw); err != nil {
-				if !fs.fail["WriteImagePullIntent"] {
+				if !fail["WriteImagePullIntent"] {
 					t.Fatalf("op %d: RecordPullIntent: %v", op, err)
 				}
 				break
@@ -552,7 +505,7 @@ func runModel(t *testing.T, seed uint64, ops int, protect, normalized bool, open
 				}
 				return podSecrets, podSA, nil
 			}
-			want := md.check(p, im, ref, podSecrets, podSA, credsErr, fs.fail, clk.Now())
+			want := md.check(p, im, ref, podSecrets, podSA, credsErr, fail, clk.Now())
 			got, err := m.MustAttemptImagePull(ctx, im.raw, ref, get)
 			if !got {
 				allowed++
@@ -584,7 +537,8 @@ func runModel(t *testing.T, seed uint64, ops int, protect, normalized bool, open
 					list = append(list, x.ref)
 				}
 			}
-			clear(fs.fail) // prune errors are covered elsewhere
+			clear(fail) // prune errors are covered elsewhere
+			injectFaults()
 			m.PruneUnknownRecords(ctx, list, until)
 			for ref, r := range md.records {
 				if !inList[ref] && r.updated.Before(until) {
@@ -593,7 +547,8 @@ func runModel(t *testing.T, seed uint64, ops int, protect, normalized bool, open
 			}
 		case k < 97: // restart: a new manager over the same store
 			desc = "restart"
-			clear(fs.fail)
+			// The new manager's store starts without faults.
+			clear(fail)
 			for _, p := range pending { // the pull may have finished before the crash
 				if rng.IntN(2) == 0 {
 					md.present[p.im.canonical] = true
@@ -608,10 +563,10 @@ func runModel(t *testing.T, seed uint64, ops int, protect, normalized bool, open
 			md.present[im.canonical] = true
 		}
 		if op%50 == 0 || strings.HasPrefix(desc, "restart") || strings.HasPrefix(desc, "prune") {
-			compareState(t, op, seed, desc, fs.PullRecordsAccessor, md)
+			compareState(t, op, seed, desc, fs.Inner(), md)
 		}
 	}
-	compareState(t, ops, seed, "end", fs.PullRecordsAccessor, md)
+	compareState(t, ops, seed, "end", fs.Inner(), md)
 	if checks == 0 || allowed == 0 || allowed == checks {
 		t.Fatalf("degenerate run: %d checks, %d allowed", checks, allowed)
 	}

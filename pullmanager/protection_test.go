@@ -38,12 +38,12 @@ func mustPullWithout(t *testing.T, m *PullManager, image string) {
 // Start-up recovery of a leftover intent for X over a record that maps only
 // Y: the kubelet did pull X, so X must not look preloaded.
 func TestProtectionRecoveryOverRecordOfAnotherName(t *testing.T) {
-	store := newFakeStore()
-	store.records[protR] = protRecordY().ForStorage()
-	store.intents[protX] = true
+	store := newFaultyStore()
+	putRecords(t, store, protRecordY())
+	putIntents(t, store, protX)
 	images := &fakeImages{images: []Image{{ID: protR, RepoTags: []string{protX, protY}}}}
-	m := newTestManagerWithImages(t, store, images, WithPreloadedImageProtection(true))
-	if store.hasIntent(protX) {
+	m := newTestManagerWithImages(t, store.Accessor(), images, WithPreloadedImageProtection(true))
+	if hasIntent(t, store, protX) {
 		t.Fatal("the leftover intent was not recovered")
 	}
 	mustPullWithout(t, m, protX)
@@ -57,15 +57,15 @@ func TestProtectionRecoveryOverRecordOfAnotherName(t *testing.T) {
 
 // A pull recorded without credentials over a record of another name.
 func TestProtectionNilCredentialsOverRecordOfAnotherName(t *testing.T) {
-	store := newFakeStore()
-	store.records[protR] = protRecordY().ForStorage()
-	m, _ := newTestManager(t, store, mustPolicy(t, NeverVerifyPreloadedImages), WithPreloadedImageProtection(true))
+	store := newFaultyStore()
+	putRecords(t, store, protRecordY())
+	m, _ := newTestManager(t, store.Accessor(), mustPolicy(t, NeverVerifyPreloadedImages), WithPreloadedImageProtection(true))
 	ctx, logger := testCtx(t)
 	if err := m.RecordPullIntent(logger, protX); err != nil {
 		t.Fatal(err)
 	}
 	m.RecordImagePulled(ctx, protX, protR, nil)
-	if store.hasIntent(protX) {
+	if hasIntent(t, store, protX) {
 		t.Fatal("intent left after the pull was recorded")
 	}
 	mustPullWithout(t, m, protX)
@@ -74,10 +74,10 @@ func TestProtectionNilCredentialsOverRecordOfAnotherName(t *testing.T) {
 // A record created by recovery (no record yet) that later gains another
 // name through a credentialed pull.
 func TestProtectionRecoveredRecordThenOtherName(t *testing.T) {
-	store := newFakeStore()
-	store.intents[protX] = true
+	store := newFaultyStore()
+	putIntents(t, store, protX)
 	images := &fakeImages{images: []Image{{ID: protR, RepoTags: []string{protX}}}}
-	m := newTestManagerWithImages(t, store, images, WithPreloadedImageProtection(true))
+	m := newTestManagerWithImages(t, store.Accessor(), images, WithPreloadedImageProtection(true))
 	ctx, logger := testCtx(t)
 	if err := m.RecordPullIntent(logger, protY); err != nil {
 		t.Fatal(err)
@@ -91,15 +91,15 @@ func TestProtectionRecoveredRecordThenOtherName(t *testing.T) {
 // credentials for an existing record, and the record alone makes every
 // name count as pulled.
 func TestNoProtectionKeepsUpstreamMerge(t *testing.T) {
-	store := newFakeStore()
-	store.records[protR] = protRecordY().ForStorage()
-	m, _ := newTestManager(t, store, mustPolicy(t, NeverVerifyPreloadedImages))
+	store := newFaultyStore()
+	putRecords(t, store, protRecordY())
+	m, _ := newTestManager(t, store.Accessor(), mustPolicy(t, NeverVerifyPreloadedImages))
 	ctx, logger := testCtx(t)
 	if err := m.RecordPullIntent(logger, protX); err != nil {
 		t.Fatal(err)
 	}
 	m.RecordImagePulled(ctx, protX, protR, nil)
-	got := store.record(protR)
+	got := storedRecord(t, store, protR)
 	if _, ok := got.CredentialMapping["registry.example/a/x"]; ok || len(got.CredentialMapping) != 1 {
 		t.Errorf("mapping = %v, want only the entry of registry.example/b/y", got.CredentialMapping)
 	}

@@ -6,26 +6,18 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"k8s.io/klog/v2"
 
 	"github.com/pullrecords/pullrecords/accessor"
+	"github.com/pullrecords/pullrecords/memstore"
 )
 
 var cmpSorted = cmpopts.SortSlices(func(a, b string) bool { return a < b })
 
-func storedRefs(s *fakeStore) []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []string
-	for ref := range s.records {
-		out = append(out, ref)
-	}
-	return out
-}
-
 // TestPruneUnknownRecords covers facts §4.10.
 func TestPruneUnknownRecords(t *testing.T) {
 	ctx, _ := testCtx(t)
-	store := newFakeStore()
+	store := newFaultyStore()
 	until := t0.Add(time.Hour)
 	for ref, at := range map[string]time.Time{
 		"old-unknown":   t0,
@@ -34,16 +26,16 @@ func TestPruneUnknownRecords(t *testing.T) {
 		"new-unknown":   until.Add(time.Second),
 		"second-before": until.Add(-time.Second),
 	} {
-		store.records[ref] = rec(ref, at, nil).ForStorage()
+		putRecords(t, store, rec(ref, at, nil))
 	}
-	store.intents["some-intent"] = true
+	putIntents(t, store, "some-intent")
 	metrics := NewMetrics()
-	m, _ := newTestManager(t, store, mustPolicy(t, AlwaysVerify), WithMetrics(metrics))
+	m, _ := newTestManager(t, store.Accessor(), mustPolicy(t, AlwaysVerify), WithMetrics(metrics))
 	m.PruneUnknownRecords(ctx, []string{"old-known"}, until)
-	if diff := cmp.Diff([]string{"old-known", "at-until", "new-unknown"}, storedRefs(store), cmpSorted); diff != "" {
+	if diff := cmp.Diff([]string{"old-known", "at-until", "new-unknown"}, storedRefs(t, store.Inner()), cmpSorted); diff != "" {
 		t.Errorf("records left (-want +got):\n%s", diff)
 	}
-	if !store.hasIntent("some-intent") {
+	if !hasIntent(t, store, "some-intent") {
 		t.Error("intents must never be pruned")
 	}
 	if got := counterValue(metrics.records); got != 3 {
@@ -54,12 +46,12 @@ func TestPruneUnknownRecords(t *testing.T) {
 // refreshingStore refreshes a record right after the prune listed it, as a
 // concurrent pull would.
 type refreshingStore struct {
-	*fakeStore
+	*memstore.Store
 	refresh func()
 }
 
 func (s *refreshingStore) ListImagePulledRecords() ([]*accessor.ImagePulledRecord, error) {
-	out, err := s.fakeStore.ListImagePulledRecords()
+	out, err := s.Store.ListImagePulledRecords()
 	s.refresh()
 	return out, err
 }
@@ -69,17 +61,19 @@ func (s *refreshingStore) ListImagePulledRecords() ([]*accessor.ImagePulledRecor
 // lock instead).
 func TestPruneKeepsRefreshedRecord(t *testing.T) {
 	ctx, _ := testCtx(t)
-	fs := newFakeStore()
-	fs.records["ref1"] = rec("ref1", t0, nil).ForStorage()
-	fs.records["ref2"] = rec("ref2", t0, nil).ForStorage()
-	store := &refreshingStore{fakeStore: fs}
+	store := &refreshingStore{Store: memstore.New()}
+	for _, ref := range []string{"ref1", "ref2"} {
+		if err := store.WriteImagePulledRecord(klog.Background(), rec(ref, t0, nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	m, clk := newTestManager(t, store, mustPolicy(t, AlwaysVerify))
 	store.refresh = func() {
 		clk.Step(2 * time.Hour)
 		m.RecordImagePulled(ctx, imgX, "ref1", &accessor.ImagePullCredentials{NodePodsAccessible: true})
 	}
 	m.PruneUnknownRecords(ctx, nil, t0.Add(time.Hour))
-	if diff := cmp.Diff([]string{"ref1"}, storedRefs(fs), cmpSorted); diff != "" {
+	if diff := cmp.Diff([]string{"ref1"}, storedRefs(t, store.Store), cmpSorted); diff != "" {
 		t.Errorf("records left (-want +got):\n%s", diff)
 	}
 }
@@ -87,18 +81,18 @@ func TestPruneKeepsRefreshedRecord(t *testing.T) {
 // TestPruneErrors: list and delete errors are logged, the rest proceeds.
 func TestPruneErrors(t *testing.T) {
 	ctx, _ := testCtx(t)
-	store := newFakeStore()
-	store.records["ref1"] = rec("ref1", t0, nil).ForStorage()
-	m, _ := newTestManager(t, store, mustPolicy(t, AlwaysVerify))
-	store.setFail("DeleteImagePulledRecord", errInjected)
+	store := newFaultyStore()
+	putRecords(t, store, rec("ref1", t0, nil))
+	m, _ := newTestManager(t, store.Accessor(), mustPolicy(t, AlwaysVerify))
+	setFail(store, "DeleteImagePulledRecord", errInjected)
 	m.PruneUnknownRecords(ctx, nil, t0.Add(time.Hour))
-	if store.record("ref1") == nil {
+	if storedRecord(t, store, "ref1") == nil {
 		t.Error("record vanished although delete failed")
 	}
-	store.setFail("DeleteImagePulledRecord", nil)
-	store.setFail("ListImagePulledRecords", errInjected)
+	setFail(store, "DeleteImagePulledRecord", nil)
+	setFail(store, "ListImagePulledRecords", errInjected)
 	m.PruneUnknownRecords(ctx, nil, t0.Add(time.Hour))
-	if store.record("ref1") == nil {
+	if storedRecord(t, store, "ref1") == nil {
 		t.Error("record vanished although the list failed")
 	}
 }

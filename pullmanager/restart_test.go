@@ -225,13 +225,13 @@ func TestRestartSeesIntentsAndRecords(t *testing.T) {
 // racingStore simulates a pull of the same imageRef that completes right
 // after a check read the record for its decision.
 type racingStore struct {
-	*fakeStore
+	*memstore.Store
 	afterFirstPeek func()
 	peeks          int
 }
 
 func (s *racingStore) PeekImagePulledRecord(ref string) (*accessor.ImagePulledRecord, bool, error) {
-	r, ok, err := s.fakeStore.PeekImagePulledRecord(ref)
+	r, ok, err := s.Store.PeekImagePulledRecord(ref)
 	s.peeks++
 	if s.peeks == 1 && s.afterFirstPeek != nil {
 		s.afterFirstPeek()
@@ -246,27 +246,32 @@ func (s *racingStore) PeekImagePulledRecord(ref string) (*accessor.ImagePulledRe
 // entry to 100 secrets between the decision and the write is respected.
 func TestCheckTimeWriteUnderLock(t *testing.T) {
 	ctx, _ := testCtx(t)
-	fs := newFakeStore()
+	store := &racingStore{Store: memstore.New()}
+	logger := logr.Discard()
 	var secrets99 []accessor.ImagePullSecret
 	for i := range 99 {
 		secrets99 = append(secrets99, secret("u"+string(rune('A'+i%26))+string(rune('a'+i/26)), "ns", "s", "h"))
 	}
-	fs.records[refA] = rec(refA, t0, map[string]accessor.ImagePullCredentials{keyX: {KubernetesSecrets: secrets99}}).ForStorage()
-	store := &racingStore{fakeStore: fs}
+	if err := store.WriteImagePulledRecord(logger, rec(refA, t0, map[string]accessor.ImagePullCredentials{keyX: {KubernetesSecrets: secrets99}})); err != nil {
+		t.Fatal(err)
+	}
 	m, _ := newTestManager(t, store, mustPolicy(t, AlwaysVerify))
 	store.afterFirstPeek = func() {
-		r := fs.record(refA)
+		r, _, _ := store.GetImagePulledRecord(refA)
 		e := r.CredentialMapping[keyX]
 		e.KubernetesSecrets = append(e.KubernetesSecrets, secret("late", "ns", "late", "late-hash"))
 		r.CredentialMapping[keyX] = e
-		fs.records[refA] = r
+		if err := store.WriteImagePulledRecord(logger, r); err != nil {
+			t.Error(err)
+		}
 	}
 	calls := 0
 	got, err := m.MustAttemptImagePull(ctx, imgX, refA, podCreds(&calls, []accessor.ImagePullSecret{secret("new", "new", "new", "h")}, nil, nil))
 	if got || err != nil {
 		t.Fatalf("check = %v, %v; want accepted (hash match)", got, err)
 	}
-	if n := len(fs.record(refA).CredentialMapping[keyX].KubernetesSecrets); n != 100 {
+	r, _, _ := store.GetImagePulledRecord(refA)
+	if n := len(r.CredentialMapping[keyX].KubernetesSecrets); n != 100 {
 		t.Errorf("entry has %d secrets, want 100 (the check must not write past the limit)", n)
 	}
 }

@@ -20,12 +20,12 @@ func TestPreloadedProtectionKeepsEmptyMappingRecordsPulled(t *testing.T) {
 	noCreds := func() ([]accessor.ImagePullSecret, *accessor.ImagePullServiceAccount, error) { return nil, nil, nil }
 
 	t.Run("start-up recovery", func(t *testing.T) {
-		store := newFakeStore()
+		store := newFaultyStore()
 		if err := store.WriteImagePullIntent(logger, image); err != nil {
 			t.Fatal(err)
 		}
 		images := &fakeImages{images: []Image{{ID: ref, RepoTags: []string{image}}}}
-		m, err := NewImagePullManager(ctx, store, mustPolicy(t, NeverVerifyPreloadedImages), images, WithPreloadedImageProtection(true))
+		m, err := NewImagePullManager(ctx, store.Accessor(), mustPolicy(t, NeverVerifyPreloadedImages), images, WithPreloadedImageProtection(true))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -37,7 +37,7 @@ func TestPreloadedProtectionKeepsEmptyMappingRecordsPulled(t *testing.T) {
 		}
 	})
 	t.Run("pull recorded without credentials", func(t *testing.T) {
-		m, _ := newTestManager(t, newFakeStore(), mustPolicy(t, NeverVerifyPreloadedImages), WithPreloadedImageProtection(true))
+		m, _ := newTestManager(t, newFaultyStore().Accessor(), mustPolicy(t, NeverVerifyPreloadedImages), WithPreloadedImageProtection(true))
 		if err := m.RecordPullIntent(logger, image); err != nil {
 			t.Fatal(err)
 		}
@@ -53,8 +53,8 @@ func TestPreloadedProtectionKeepsEmptyMappingRecordsPulled(t *testing.T) {
 // finished meanwhile keeps its record.
 func TestPruneImagePulledRecord(t *testing.T) {
 	ctx, logger := testCtx(t)
-	store := newFakeStore()
-	m, clk := newTestManager(t, store, mustPolicy(t, NeverVerifyPreloadedImages))
+	store := newFaultyStore()
+	m, clk := newTestManager(t, store.Accessor(), mustPolicy(t, NeverVerifyPreloadedImages))
 	for _, ref := range []string{"sha256:gone", "sha256:back"} {
 		if err := store.WriteImagePulledRecord(logger, rec(ref, clk.Now(), map[string]accessor.ImagePullCredentials{"registry.example/a": {NodePodsAccessible: true}})); err != nil {
 			t.Fatal(err)

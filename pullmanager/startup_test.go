@@ -29,7 +29,7 @@ func TestStartupRecovery(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			store := newFakeStore()
+			store := newFaultyStore()
 			for _, img := range []string{
 				"busybox",                             // equals no runtime reference; its normalised form does
 				"docker.io/library/nginx:1.27",        // exact tag
@@ -39,10 +39,10 @@ func TestStartupRecovery(t *testing.T) {
 				"Bad:Name",                            // unparsable, matches nothing: stays
 				"with-record",                         // existing record is left unchanged
 			} {
-				store.intents[img] = true
+				putIntents(t, store, img)
 			}
 			existing := rec("sha256:rec", t0, map[string]accessor.ImagePullCredentials{"docker.io/library/with-record": {NodePodsAccessible: true}})
-			store.records["sha256:rec"] = existing.ForStorage()
+			putRecords(t, store, existing)
 			images := &fakeImages{images: []Image{
 				{ID: "sha256:busybox", RepoTags: []string{"docker.io/library/busybox:latest"}},
 				{ID: "sha256:nginx", RepoTags: []string{"docker.io/library/nginx:1.27"}},
@@ -52,19 +52,15 @@ func TestStartupRecovery(t *testing.T) {
 			}}
 			ctx, _ := testCtx(t)
 			metrics := NewMetrics()
-			m, err := NewImagePullManager(ctx, store, mustPolicy(t, AlwaysVerify), images, WithMetrics(metrics), WithNormalizedImageNames(tc.normalized))
+			m, err := NewImagePullManager(ctx, store.Accessor(), mustPolicy(t, AlwaysVerify), images, WithMetrics(metrics), WithNormalizedImageNames(tc.normalized))
 			if err != nil {
 				t.Fatal(err)
 			}
-			var left []string
-			for img := range store.intents {
-				left = append(left, img)
-			}
-			if diff := cmp.Diff(tc.left, left, cmpSorted); diff != "" {
+			if diff := cmp.Diff(tc.left, storedIntents(t, store), cmpSorted); diff != "" {
 				t.Errorf("intents left (-want +got):\n%s", diff)
 			}
 			for _, id := range tc.recovered {
-				r := store.record(id)
+				r := storedRecord(t, store, id)
 				if r == nil {
 					t.Errorf("no record for %s", id)
 					continue
@@ -73,10 +69,10 @@ func TestStartupRecovery(t *testing.T) {
 					t.Errorf("record %s has credentials %v, want an empty mapping", id, r.CredentialMapping)
 				}
 			}
-			if got, want := len(store.records), len(tc.recovered)+1; got != want {
+			if got, want := len(storedRefs(t, store.Inner())), len(tc.recovered)+1; got != want {
 				t.Errorf("%d records, want %d", got, want)
 			}
-			if diff := cmp.Diff(existing.ForStorage(), store.record("sha256:rec")); diff != "" {
+			if diff := cmp.Diff(existing.ForStorage(), storedRecord(t, store, "sha256:rec")); diff != "" {
 				t.Errorf("existing record changed (-want +got):\n%s", diff)
 			}
 			if m.intents.get("busybox") != 0 {
@@ -99,42 +95,42 @@ func TestStartupRecoveryErrors(t *testing.T) {
 	img := &fakeImages{images: []Image{{ID: "sha256:b", RepoTags: []string{"docker.io/library/busybox:latest"}}}}
 
 	const busybox = "docker.io/library/busybox:latest"
-	store := newFakeStore()
-	store.intents[busybox] = true
-	if _, err := NewImagePullManager(ctx, store, mustPolicy(t, AlwaysVerify), &fakeImages{err: errInjected}); err != nil {
+	store := newFaultyStore()
+	putIntents(t, store, busybox)
+	if _, err := NewImagePullManager(ctx, store.Accessor(), mustPolicy(t, AlwaysVerify), &fakeImages{err: errInjected}); err != nil {
 		t.Fatal(err)
 	}
-	if !store.hasIntent(busybox) {
+	if !hasIntent(t, store, busybox) {
 		t.Error("runtime list error: intent removed")
 	}
 
-	store.setFail("WriteImagePulledRecord", errInjected)
-	if _, err := NewImagePullManager(ctx, store, mustPolicy(t, AlwaysVerify), img); err != nil {
+	setFail(store, "WriteImagePulledRecord", errInjected)
+	if _, err := NewImagePullManager(ctx, store.Accessor(), mustPolicy(t, AlwaysVerify), img); err != nil {
 		t.Fatal(err)
 	}
-	if !store.hasIntent(busybox) {
+	if !hasIntent(t, store, busybox) {
 		t.Error("record write failed: intent removed")
 	}
-	store.setFail("WriteImagePulledRecord", nil)
+	setFail(store, "WriteImagePulledRecord", nil)
 
-	store.setFail("DeleteImagePullIntent", errInjected)
-	if _, err := NewImagePullManager(ctx, store, mustPolicy(t, AlwaysVerify), img); err != nil {
+	setFail(store, "DeleteImagePullIntent", errInjected)
+	if _, err := NewImagePullManager(ctx, store.Accessor(), mustPolicy(t, AlwaysVerify), img); err != nil {
 		t.Fatal(err)
 	}
-	if store.record("sha256:b") == nil || !store.hasIntent(busybox) {
+	if storedRecord(t, store, "sha256:b") == nil || !hasIntent(t, store, busybox) {
 		t.Error("delete failure: want record written and intent kept")
 	}
-	store.setFail("DeleteImagePullIntent", nil)
+	setFail(store, "DeleteImagePullIntent", nil)
 
-	store.setFail("ListImagePullIntents", errInjected)
-	if _, err := NewImagePullManager(ctx, store, mustPolicy(t, AlwaysVerify), img); err != nil {
+	setFail(store, "ListImagePullIntents", errInjected)
+	if _, err := NewImagePullManager(ctx, store.Accessor(), mustPolicy(t, AlwaysVerify), img); err != nil {
 		t.Fatal(err)
 	}
 
 	if _, err := NewImagePullManager(ctx, nil, mustPolicy(t, AlwaysVerify), img); !errors.Is(err, ErrMissingDependency) {
 		t.Errorf("nil store: %v", err)
 	}
-	if _, err := NewImagePullManager(ctx, store, nil, img); !errors.Is(err, ErrMissingDependency) {
+	if _, err := NewImagePullManager(ctx, store.Accessor(), nil, img); !errors.Is(err, ErrMissingDependency) {
 		t.Errorf("nil policy: %v", err)
 	}
 }
