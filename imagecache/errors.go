@@ -9,6 +9,11 @@ var (
 	// ErrInvalidCache is returned by Apply for a cache without namespace or
 	// name, or with an empty image string.
 	ErrInvalidCache = errors.New("invalid image cache")
+	// ErrInvalidPullSecret is matched, together with ErrInvalidCache, by
+	// the error Apply and Sync return for a pull secret that sets both
+	// inline credentials and DockerConfigPath, or a DockerConfigPath that is
+	// not absolute.
+	ErrInvalidPullSecret = errors.New("invalid pull secret")
 	// ErrCacheNotFound is returned by Delete and Refresh for a cache that is
 	// not applied.
 	ErrCacheNotFound = errors.New("image cache not found")

@@ -68,6 +68,14 @@ const (
 	// ReasonPrivateImage: a standalone manager does not pull a cache with
 	// a pull secret (PrivateImageError).
 	ReasonPrivateImage = "PrivateImageRefused"
+	// ReasonDockerConfigError: the docker config of the cache's pull
+	// secret (PullSecret.DockerConfigPath) could not be read or parsed;
+	// nothing was pulled.
+	ReasonDockerConfigError = "DockerConfigError"
+	// ReasonNoCredentials: the docker config of the cache's pull secret has
+	// no entry for the image's registry; nothing was pulled (never
+	// anonymously).
+	ReasonNoCredentials = "NoCredentialsForRegistry"
 )
 
 // Mode says how a Manager records its pulls.
@@ -96,9 +104,21 @@ type CacheRef struct {
 func (r CacheRef) String() string { return r.Namespace + "/" + r.Name }
 
 // PullSecret is a cache's registry credential and the coordinates of the
-// Kubernetes secret it came from. Username, Password and Email are the
-// fields the kubelet reads from a docker config secret; the credential hash
-// recorded for pulls is computed from them exactly as the kubelet does.
+// Kubernetes secret it came from (Namespace, Name, UID: what the pull
+// record names). The credential is given one of two ways:
+//
+//   - Inline: Username, Password and Email, the fields the kubelet reads
+//     from one entry of a docker config secret. They are used for every
+//     image of the cache, and persisted as they are in the state directory
+//     (WithStateDir), password included.
+//   - By path: DockerConfigPath, with the inline fields empty. The
+//     credential is read at each pull and picked for the image's registry
+//     as the kubelet picks it from the same secret; the state directory
+//     holds only the path.
+//
+// Either way the credential hash recorded for a pull is the one the kubelet
+// records for a pod pulling with that secret. Setting both ways is an
+// ErrInvalidPullSecret error from Apply.
 type PullSecret struct {
 	Namespace string
 	Name      string
@@ -107,6 +127,23 @@ type PullSecret struct {
 	Username string
 	Password string
 	Email    string
+
+	// DockerConfigPath is the absolute path of a docker config: a file in
+	// the ~/.docker/config.json form ({"auths": {"<registry>": {...}}}, as
+	// a secret's .dockerconfigjson) or the legacy ~/.dockercfg form (the
+	// map of registries alone); or a directory where a secret of type
+	// kubernetes.io/dockerconfigjson (key .dockerconfigjson) or
+	// kubernetes.io/dockercfg (key .dockercfg) is mounted. It is re-read at
+	// every pull, so a rotated secret is used from the next pull on.
+	//
+	// For each image the entries matching its registry are tried in the
+	// kubelet's order (most specific first), and the one the pull succeeds
+	// with is recorded. An image no entry matches is not pulled (reason
+	// ReasonNoCredentials): a cache with a pull secret never pulls
+	// anonymously. A file that is missing, unreadable, not a docker config
+	// or larger than 1 MiB fails the pull (reason ReasonDockerConfigError)
+	// with a message naming the file and holding none of its content.
+	DockerConfigPath string `json:",omitempty"`
 }
 
 // ImageCache is a namespaced, named set of images kept on the node.
