@@ -58,6 +58,28 @@
 // agree. Any other error is a permanent failure with the reason of the call
 // that failed.
 //
+// # Pull secrets
+//
+// A cache's PullSecret names the Kubernetes secret a pull is recorded for
+// (namespace, name, UID) and gives its credential one of two ways. Inline
+// (Username, Password, Email): one credential for every image, persisted
+// with the cache in the state directory, password included. Or by path
+// (DockerConfigPath): a docker config file ({"auths": ...} or the legacy
+// .dockercfg map) or the directory where a kubernetes.io/dockerconfigjson
+// or kubernetes.io/dockercfg secret is mounted. A path is read again at
+// every pull, so a rotated secret takes effect at the next pull or
+// refresh, and only the path is persisted. For each image the entries are
+// matched as the kubelet's credentialprovider keyring matches a pod's
+// secret (host with port, path prefix, "*.example.com" globs, docker hub's
+// index.docker.io entry, most specific first); the "already pulled" check
+// presents every matching entry, as the kubelet does for a pod; the pull
+// tries them in turn, as the kubelet's runtime manager does, and records
+// the one that worked with the kubelet's credential hash. An image no
+// entry matches fails with ReasonNoCredentials (a cache with a secret never
+// pulls anonymously), and an unreadable or malformed config with
+// ReasonDockerConfigError, naming the file. Setting both ways is an
+// ErrInvalidPullSecret error from Apply and Sync.
+//
 // # Guarantees
 //
 //   - Every request gets exactly one ImageWorkResult, delivered to the
@@ -120,8 +142,10 @@
 //
 // # Non-guarantees
 //
-//   - The state file holds the caches' registry credentials (mode 0600 in
-//     a 0700 directory), as a node's docker config would.
+//   - The state file holds the inline registry credentials of the caches'
+//     pull secrets, passwords included (mode 0600 in a 0700 directory),
+//     as a node's docker config would. A secret given by DockerConfigPath
+//     is kept as the path alone.
 //   - Results are delivered in completion order; with one worker that is the
 //     order of the requests.
 //   - The "kept by another cache" check and the removal are not atomic with

@@ -261,6 +261,9 @@ func normalize(c ImageCache) (ImageCache, error) {
 		s := *c.PullSecret
 		c.PullSecret = &s
 	}
+	if err := validatePullSecret(c.Ref(), c.PullSecret); err != nil {
+		return c, err
+	}
 	if c.RefreshInterval < 0 {
 		return c, fmt.Errorf("%w: %s: negative refresh interval", ErrInvalidCache, c.Ref())
 	}

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -26,7 +27,9 @@ const (
 )
 
 // persisted is the state file's content. It holds the cache specs including
-// their credentials, so the file is 0600 in a 0700 directory.
+// their inline credentials (PullSecret.Password), so the file is 0600 in a
+// 0700 directory. A pull secret given by DockerConfigPath is kept as the
+// path alone.
 type persisted struct {
 	Version int              `json:"version"`
 	Caches  []persistedCache `json:"caches"`
@@ -152,7 +155,8 @@ func (pc persistedCache) spec() (ImageCache, error) {
 // namespace/name, without a manager and without writing anything: it
 // neither creates dir nor removes temporary files. A missing dir or state
 // file is no caches. A corrupt state file is an ErrState error. The caches
-// carry their pull secrets' credentials.
+// carry their pull secrets' inline credentials, or the DockerConfigPath of
+// secrets given by path.
 func LoadState(dir string) ([]ImageCache, error) {
 	p, err := readStateFile(dir)
 	if err != nil {
@@ -171,9 +175,11 @@ func LoadState(dir string) ([]ImageCache, error) {
 }
 
 // writeState replaces dir's state file atomically and durably, never
-// through a symbolic link: see atomicfile.Replace.
+// through a symbolic link, with mode 0600 whatever the umask (atomicfile
+// sets the mode on the temporary file before the rename): see
+// atomicfile.Replace.
 func writeState(dir string, p *persisted) error {
-	data, err := json.Marshal(p)
+	data, err := json.Marshal(withoutSecretMaterial(p))
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrState, err)
 	}
@@ -181,4 +187,27 @@ func writeState(dir string, p *persisted) error {
 		return fmt.Errorf("%w: %w", ErrState, err)
 	}
 	return nil
+}
+
+// withoutSecretMaterial returns p, or a copy of it in which a pull secret
+// given by DockerConfigPath keeps no inline field, so that such a secret
+// never puts credentials in the state file. (Apply refuses a secret with
+// both; this holds whatever reaches the file.)
+func withoutSecretMaterial(p *persisted) *persisted {
+	out := p
+	for i, pc := range p.Caches {
+		s := pc.PullSecret
+		if s == nil || s.DockerConfigPath == "" || (s.Username == "" && s.Password == "" && s.Email == "") {
+			continue
+		}
+		if out == p {
+			cp := *p
+			cp.Caches = slices.Clone(p.Caches)
+			out = &cp
+		}
+		clean := *s
+		clean.Username, clean.Password, clean.Email = "", "", ""
+		out.Caches[i].PullSecret = &clean
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package imagecache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -52,7 +53,11 @@ type pullGroup struct {
 
 func groupKey(s *PullSecret, force bool) string {
 	k := fmt.Sprintf("force=%t", force)
-	if s != nil {
+	switch {
+	case s != nil && s.DockerConfigPath != "":
+		// Resolved at pull time: the path stands for the content.
+		k += "|" + s.Namespace + "/" + s.Name + "/" + s.UID + "|path=" + s.DockerConfigPath
+	case s != nil:
 		// The hash stands for the content; the coordinates are recorded
 		// per secret, so each secret gets its own pull and record.
 		k += "|" + s.Namespace + "/" + s.Name + "/" + s.UID + "/" + credentialHash(s)
@@ -171,20 +176,26 @@ func (m *Manager) process(ctx context.Context, image string) {
 	m.flush()
 }
 
-// credentials returns what a pull with s is recorded as, what a pod holding
-// exactly s would present, and the registry auth.
-func credentials(s *PullSecret) (*accessor.ImagePullCredentials, pullmanager.GetPodCredentials, *pullmanager.AuthConfig) {
-	if s == nil {
-		return &accessor.ImagePullCredentials{NodePodsAccessible: true},
-			func() ([]accessor.ImagePullSecret, *accessor.ImagePullServiceAccount, error) { return nil, nil, nil },
-			nil
+// podCredentials is what a pod holding exactly the group's secret presents
+// to MustAttemptImagePull: as the kubelet's getPodCredentials, one
+// ImagePullSecret per matching credential, each with its own hash.
+func podCredentials(cands []pullCredential) pullmanager.GetPodCredentials {
+	secrets := make([]accessor.ImagePullSecret, 0, len(cands))
+	for _, c := range cands {
+		secrets = append(secrets, c.secret)
 	}
-	sec := accessor.ImagePullSecret{UID: s.UID, Namespace: s.Namespace, Name: s.Name, CredentialHash: credentialHash(s)}
-	return &accessor.ImagePullCredentials{KubernetesSecrets: []accessor.ImagePullSecret{sec}},
-		func() ([]accessor.ImagePullSecret, *accessor.ImagePullServiceAccount, error) {
-			return []accessor.ImagePullSecret{sec}, nil, nil
-		},
-		&pullmanager.AuthConfig{Username: s.Username, Password: s.Password}
+	return func() ([]accessor.ImagePullSecret, *accessor.ImagePullServiceAccount, error) {
+		return secrets, nil, nil
+	}
+}
+
+// recordedAs is what a pull made with c is recorded as: the secret with
+// c's hash, or node-wide for an anonymous pull (nil).
+func recordedAs(c *pullCredential) *accessor.ImagePullCredentials {
+	if c == nil {
+		return &accessor.ImagePullCredentials{NodePodsAccessible: true}
+	}
+	return &accessor.ImagePullCredentials{KubernetesSecrets: []accessor.ImagePullSecret{c.secret}}
 }
 
 // pull makes one attempt for a group: "already pulled" when the runtime has
@@ -198,9 +209,20 @@ func (m *Manager) pull(ctx context.Context, image string, g *pullGroup) outcome 
 	if g.secret != nil {
 		logger = logger.WithValues("secret", g.secret.Namespace+"/"+g.secret.Name)
 	}
+	// Resolved before anything else, at every attempt: the check below
+	// needs the credentials' hashes, and a mounted secret may have rotated.
+	cands, err := resolveCredentials(g.secret, image)
+	if err != nil {
+		var ce *credentialError
+		if errors.As(err, &ce) {
+			logger.V(2).Info("No credential to pull with", "reason", ce.reason, "detail", ce.msg)
+			return outcome{status: StatusFailed, reason: ce.reason, message: "Not pulled: " + ce.msg}
+		}
+		return outcome{status: StatusFailed, reason: ReasonPullFailed, message: "Not pulled: " + err.Error()}
+	}
 	rctx, cancel := context.WithTimeout(ctx, m.opts.requestTimeout)
 	defer cancel()
-	creds, podCreds, auth := credentials(g.secret)
+	podCreds := podCredentials(cands)
 
 	if !g.force {
 		st, err := m.images.ImageStatus(rctx, image)
@@ -224,14 +246,10 @@ func (m *Manager) pull(ctx context.Context, image string, g *pullGroup) outcome 
 		return outcome{status: StatusFailed, reason: ReasonIntentFailed, retry: true,
 			message: "Not pulled: recording the pull intent failed: " + err.Error()}
 	}
-	start := m.clock.Now()
-	ref, err := m.images.PullImage(rctx, image, auth)
-	elapsed := m.clock.Since(start).Seconds()
+	ref, used, err := m.pullWith(rctx, logger, image, cands)
 	bg := context.WithoutCancel(ctx)
 	if err != nil {
 		m.pulls.RecordImagePullFailed(bg, image)
-		m.metrics.pulls.WithLabelValues("failed").Inc()
-		m.metrics.pullDuration.WithLabelValues("failed").Observe(elapsed)
 		logger.V(2).Info("Image pull failed", "err", err, "transient", IsTransient(err))
 		return m.failure(ctx, ReasonPullFailed, err)
 	}
@@ -244,16 +262,107 @@ func (m *Manager) pull(ctx context.Context, image string, g *pullGroup) outcome 
 	} else {
 		logger.Info("Could not read the pulled image's ID; recording the pull under the reference the pull returned", "imageRef", ref, "err", err)
 	}
-	m.pulls.RecordImagePulled(bg, image, ref, creds)
-	m.metrics.pulls.WithLabelValues("succeeded").Inc()
-	m.metrics.pullDuration.WithLabelValues("succeeded").Observe(elapsed)
-	logger.V(2).Info("Pulled image", "imageRef", ref)
+	m.pulls.RecordImagePulled(bg, image, ref, recordedAs(used))
 	msg := "Pulled anonymously; usable by every pod on the node"
-	if g.secret != nil {
-		msg = "Pulled with the credentials of secret " + g.secret.Namespace + "/" + g.secret.Name
+	switch {
+	case used != nil && used.entry != "":
+		logger.V(2).Info("Pulled image", "imageRef", ref, "dockerConfigEntry", used.entry)
+		msg = fmt.Sprintf("Pulled with the credentials of secret %s/%s (docker config entry %q)", used.secret.Namespace, used.secret.Name, used.entry)
+	case used != nil:
+		logger.V(2).Info("Pulled image", "imageRef", ref)
+		msg = "Pulled with the credentials of secret " + used.secret.Namespace + "/" + used.secret.Name
+	default:
+		logger.V(2).Info("Pulled image", "imageRef", ref)
 	}
 	return outcome{status: StatusSucceeded, reason: ReasonPulled, imageRef: ref, message: msg}
 }
+
+// pullWith pulls image through the image service: anonymously when cands
+// is empty, else with each credential in turn until one succeeds, as the
+// kubelet's runtime manager (kuberuntime's PullImage) tries a pod's
+// matching credentials. It returns the credential used (nil when
+// anonymous). It stops early when ctx ends. When every attempt fails the
+// error lists them all and is classified by the one most worth retrying
+// (see pullAttemptsError).
+func (m *Manager) pullWith(ctx context.Context, logger klog.Logger, image string, cands []pullCredential) (string, *pullCredential, error) {
+	if len(cands) == 0 {
+		ref, err := m.criPull(ctx, image, nil)
+		return ref, nil, err
+	}
+	var errs []error
+	for i := range cands {
+		c := &cands[i]
+		auth := c.auth
+		ref, err := m.criPull(ctx, image, &auth)
+		if err == nil {
+			return ref, c, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+		if i+1 < len(cands) {
+			logger.V(2).Info("Image pull with a matching credential failed; trying the next one", "dockerConfigEntry", c.entry, "err", err)
+		}
+	}
+	if len(errs) == 1 {
+		return "", nil, errs[0]
+	}
+	return "", nil, newPullAttemptsError(cands, errs)
+}
+
+// criPull makes one CRI pull and counts it.
+func (m *Manager) criPull(ctx context.Context, image string, auth *pullmanager.AuthConfig) (string, error) {
+	start := m.clock.Now()
+	ref, err := m.images.PullImage(ctx, image, auth)
+	elapsed := m.clock.Since(start).Seconds()
+	result := "succeeded"
+	if err != nil {
+		result = "failed"
+	}
+	m.metrics.pulls.WithLabelValues(result).Inc()
+	m.metrics.pullDuration.WithLabelValues(result).Observe(elapsed)
+	return ref, err
+}
+
+// pullAttemptsError is the failure of a pull that tried several
+// credentials. It unwraps to the error that decides how the failure is
+// classified (IsTransient, IsUnauthorized, IsTimeout): the first transient
+// one (trying again may succeed), else the first that is not a refusal of
+// the credentials, else the first; so it reads as Unauthorized only when
+// the registry refused every credential.
+type pullAttemptsError struct {
+	entries  []string
+	errs     []error
+	decisive int
+	total    int
+}
+
+func newPullAttemptsError(cands []pullCredential, errs []error) *pullAttemptsError {
+	e := &pullAttemptsError{errs: errs, total: len(cands)}
+	for _, c := range cands[:len(errs)] {
+		e.entries = append(e.entries, c.entry)
+	}
+	if i := slices.IndexFunc(errs, IsTransient); i >= 0 {
+		e.decisive = i
+	} else if i := slices.IndexFunc(errs, func(err error) bool { return !IsUnauthorized(err) }); i >= 0 {
+		e.decisive = i
+	} else {
+		e.decisive = 0
+	}
+	return e
+}
+
+func (e *pullAttemptsError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "pulls with %d of the %d matching credentials failed", len(e.errs), e.total)
+	for i, err := range e.errs {
+		fmt.Fprintf(&b, "; with entry %q: %v", e.entries[i], err)
+	}
+	return b.String()
+}
+
+func (e *pullAttemptsError) Unwrap() error { return e.errs[e.decisive] }
 
 // pullStandalone makes one attempt for a group of a standalone manager: the
 // group is anonymous (process refuses the others). "Already pulled" when the
