@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -140,18 +139,8 @@ func TestRunIsDeterministic(t *testing.T) {
 	}
 }
 
-// TestRunIsFast holds the demo's promise: under 2 seconds once built, with
-// fsync on, as the command runs it.
-func TestRunIsFast(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector slows the demo down")
-	}
-	_, sum := runDemo(t, false)
-	if sum.Elapsed >= 2*time.Second {
-		t.Errorf("the demo took %v, want under 2s", sum.Elapsed)
-	}
-}
-
+// BenchmarkRun measures the demo as the command runs it (fsync on); the
+// README's "under 2 seconds once built" is this number, in BENCHMARKS.md.
 func BenchmarkRun(b *testing.B) {
 	for b.Loop() {
 		runDemo(b, false)
@@ -162,7 +151,7 @@ func BenchmarkRun(b *testing.B) {
 // with its check: every difference is reported as ErrDisagree.
 func TestAgree(t *testing.T) {
 	pod := Pod{Name: "team-b/sidecar"}
-	e := pullmanager.Explanation{Image: imgPause, MustPull: true, Step: pullmanager.StepNoMatch, Rule: "no matching credentials",
+	e := pullmanager.Explanation{Image: imgPause, MustPull: true, DecidedAt: pullmanager.StepNoMatch, Rule: "no matching credentials",
 		CredentialsLookedUp: true}
 	wouldRecord := e
 	wouldRecord.MustPull, wouldRecord.WouldRecord = false, &pullmanager.SecretRef{UID: "u", Namespace: "n", Name: "s"}
@@ -222,9 +211,9 @@ func TestDecideExplains(t *testing.T) {
 	}
 	want := []decision{
 		{"not present", "", 0, ""},
-		{"must pull", pullmanager.ResultMustAuthenticate, pullmanager.StepNoMatch, "no matching credentials"},
-		{"may use", pullmanager.ResultCredentialRecordFound, pullmanager.StepSecretMatch, "same secret coordinates, rotated credential"},
-		{"may use", pullmanager.ResultCredentialPolicyAllowed, pullmanager.StepPolicy, "policy NeverVerifyPreloadedImages exempts the image"},
+		{"must pull", pullmanager.ResultMustAuthenticate, int(pullmanager.StepNoMatch), "no matching credentials"},
+		{"may use", pullmanager.ResultCredentialRecordFound, int(pullmanager.StepSecretMatch), "same secret coordinates, rotated credential"},
+		{"may use", pullmanager.ResultCredentialPolicyAllowed, int(pullmanager.StepPolicy), "policy NeverVerifyPreloadedImages exempts the image"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("decisions -want +got:\n%s", diff)

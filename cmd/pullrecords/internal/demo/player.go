@@ -191,7 +191,7 @@ func (p *player) readRecord(imageRef string) (*accessor.ImagePulledRecord, error
 func agree(pod Pod, e pullmanager.Explanation, must, called, wrote bool) error {
 	if must != e.MustPull {
 		return fmt.Errorf("%w: pod %s, image %s: the check says mustPull=%t, the explanation says %t at step %d (%s)",
-			ErrDisagree, pod.Name, e.Image, must, e.MustPull, e.Step, e.Rule)
+			ErrDisagree, pod.Name, e.Image, must, e.MustPull, e.DecidedAt, e.Rule)
 	}
 	if called != e.CredentialsLookedUp {
 		return fmt.Errorf("%w: pod %s, image %s: the check looked up credentials: %t, the explanation: %t",
@@ -221,7 +221,7 @@ func (p *player) start(pod Pod, image string) {
 			return
 		}
 		p.sum.Decisions++
-		ev.Decision, ev.Result, ev.Step, ev.Rule = "may use", e.Result, e.Step, e.Rule
+		ev.Decision, ev.Result, ev.Step, ev.Rule = "may use", e.Result, int(e.DecidedAt), e.Rule
 		if e.MustPull {
 			ev.Decision = "must pull"
 			p.sum.MustPull++

@@ -1,6 +1,0 @@
-//go:build race
-
-package demo
-
-// raceEnabled: the race detector slows the demo several times over.
-const raceEnabled = true
