@@ -2,6 +2,9 @@ package pullmanager
 
 import (
 	"context"
+	"slices"
+	"strconv"
+	"time"
 
 	"k8s.io/klog/v2"
 
@@ -12,33 +15,110 @@ import (
 // secret to an entry only while the entry holds fewer secrets than this.
 const writeRecordWhileMatchingLimit = 100
 
-// The steps of the decision order (facts §4.5) that can answer a check, as
-// Explanation.Step reports them.
+// Step is a step of the decision order (facts §4.5), numbered as the
+// kubelet's MustAttemptImagePull takes them. The constants below are the
+// steps that can answer a check; a check takes the steps in increasing
+// order and stops at the one that answers.
+type Step int
+
+// The steps that can answer a check, as Explanation.DecidedAt reports them.
 const (
-	StepImageNotPresent     = 1  // imageRef is empty: must pull
-	StepRecordsError        = 4  // a record or intent could not be read: must pull (fail safe)
-	StepPolicy              = 5  // the policy does not require verification: may use
-	StepNoRecord            = 6  // no pulled record for the imageRef: must pull
-	StepNameParse           = 7  // the image string does not parse: must pull (fail safe)
-	StepNoMappingEntry      = 8  // no credentials recorded for the image's name: must pull
-	StepNodeWide            = 9  // the entry is node-wide: may use
-	StepNothingToMatch      = 10 // the entry has no secrets and no service accounts: must pull
-	StepPodCredentials      = 11 // the pod's credentials could not be looked up: must pull, with the error
-	StepSecretMatch         = 12 // a pod secret matches: may use
-	StepServiceAccountMatch = 13 // the pod's service account matches: may use
-	StepNoMatch             = 14 // nothing matched: must pull
+	StepImageNotPresent     Step = 1  // imageRef is empty: must pull
+	StepRecordsError        Step = 4  // a record or intent could not be read: must pull (fail safe)
+	StepPolicy              Step = 5  // the policy does not require verification: may use
+	StepNoRecord            Step = 6  // no pulled record for the imageRef: must pull
+	StepNameParse           Step = 7  // the image string does not parse: must pull (fail safe)
+	StepNoMappingEntry      Step = 8  // no credentials recorded for the image's name: must pull
+	StepNodeWide            Step = 9  // the entry is node-wide: may use
+	StepNothingToMatch      Step = 10 // the entry has no secrets and no service accounts: must pull
+	StepPodCredentials      Step = 11 // the pod's credentials could not be looked up: must pull, with the error
+	StepSecretMatch         Step = 12 // a pod secret matches: may use
+	StepServiceAccountMatch Step = 13 // the pod's service account matches: may use
+	StepNoMatch             Step = 14 // nothing matched: must pull
 )
 
 // stepRecordLookup is the step that reads the record and the intent; it
-// answers only through StepRecordsError.
-const stepRecordLookup = 3
+// answers only through StepRecordsError. (Step 2 is the kubelet's metric.)
+const stepRecordLookup Step = 3
 
-// verdict is what decide answers.
+var stepNames = [...]string{
+	StepImageNotPresent:     "ImageNotPresent",
+	stepRecordLookup:        "RecordLookup",
+	StepRecordsError:        "RecordsError",
+	StepPolicy:              "Policy",
+	StepNoRecord:            "NoRecord",
+	StepNameParse:           "NameParse",
+	StepNoMappingEntry:      "NoMappingEntry",
+	StepNodeWide:            "NodeWide",
+	StepNothingToMatch:      "NothingToMatch",
+	StepPodCredentials:      "PodCredentials",
+	StepSecretMatch:         "SecretMatch",
+	StepServiceAccountMatch: "ServiceAccountMatch",
+	StepNoMatch:             "NoMatch",
+}
+
+// String returns the step's constant name without "Step" ("SecretMatch"),
+// or "Step(n)" for a number that names no step.
+func (s Step) String() string {
+	if s >= 0 && int(s) < len(stepNames) && stepNames[s] != "" {
+		return stepNames[s]
+	}
+	return "Step(" + strconv.Itoa(int(s)) + ")"
+}
+
+// verdict is what decide found: the answer, and the facts it looked at on
+// the way there. A fact is set only if the step that looks at it was
+// reached (steps are reached in increasing order, up to step).
 type verdict struct {
 	mustPull bool
+	step     Step        // the step that answered
 	result   checkResult // the metric label; meaningless at StepImageNotPresent
-	step     uint8       // the deciding step
 	err      error       // returned by MustAttemptImagePull (StepPodCredentials only)
+
+	// failSafeErr forced a fail-safe answer without being returned: the
+	// read that failed (StepRecordsError; intentErr says it was the intent
+	// read) or the image string's parse error (StepNameParse).
+	failSafeErr error
+	intentErr   bool
+
+	// Steps 3-4: the record read for the imageRef (read again when a pull
+	// finished meanwhile), the pull in flight in this process, the stored
+	// intent, and what the policy is told.
+	rec                      *accessor.ImagePulledRecord
+	found                    bool
+	inFlight, intent, reread bool
+	pulledByKubelet          bool
+
+	// Step 7: the image's mapping key, and whether the name cache had it.
+	key          string
+	nameCacheHit bool
+
+	// Step 8: the record's entry for the key.
+	entry    accessor.ImagePullCredentials
+	hasEntry bool
+
+	// Step 11: the pod's credentials.
+	podSecrets []accessor.ImagePullSecret
+	podSA      *accessor.ImagePullServiceAccount
+
+	// Step 12: the accepted pod secret and the recorded secret it matched
+	// (by credential hash, or else by coordinates), and whether the check
+	// adds the pod secret to the entry.
+	podSecret *accessor.ImagePullSecret
+	recorded  *accessor.ImagePullSecret
+	byHash    bool
+	write     bool
+}
+
+// must and may answer at step, with the check's metric result.
+func (v verdict) must(step Step, result checkResult) verdict {
+	v.mustPull, v.step, v.result = true, step, result
+	return v
+}
+
+func (v verdict) may(step Step, result checkResult) verdict {
+	v.mustPull, v.step, v.result = false, step, result
+	return v
 }
 
 // MustAttemptImagePull reports whether a pod asking for image, present on
@@ -48,200 +128,137 @@ type verdict struct {
 // true with a nil error; only an error from getPodCredentials is returned
 // (with true). ExplainImagePull tells how the answer is reached.
 func (m *PullManager) MustAttemptImagePull(ctx context.Context, image, imageRef string, getPodCredentials GetPodCredentials) (bool, error) {
-	if m.metrics == nil || imageRef == "" {
-		v := m.decide(ctx, image, imageRef, getPodCredentials, false, nil)
-		return v.mustPull, v.err
+	timed := m.metrics != nil && imageRef != "" // no check is counted for an absent image
+	var start time.Time
+	if timed {
+		start = m.clock.Now()
 	}
-	start := m.clock.Now()
-	v := m.decide(ctx, image, imageRef, getPodCredentials, false, nil)
-	m.metrics.observeCheck(v.result, m.clock.Since(start))
+	v := m.decide(image, imageRef, getPodCredentials)
+	m.act(ctx, image, imageRef, &v)
+	if timed {
+		m.metrics.observeCheck(v.result, m.clock.Since(start))
+	}
 	return v.mustPull, v.err
 }
 
 // decide is the one implementation of the decision, for both
-// MustAttemptImagePull and ExplainImagePull. With dryRun it neither writes,
-// logs nor counts metrics: the write a check would make is reported in tr
-// instead. tr, when not nil, receives a line per step taken; every use of it
-// is behind a nil check, so a check (tr == nil) formats nothing and
-// allocates nothing for it.
-func (m *PullManager) decide(ctx context.Context, image, imageRef string, getPodCredentials GetPodCredentials, dryRun bool, tr *Explanation) verdict {
+// MustAttemptImagePull and ExplainImagePull. It reads the records and, when
+// a step needs them, the pod's credentials, and returns the answer with the
+// facts behind it. It writes nothing, logs nothing and counts nothing: a
+// check then acts on the verdict (act), an explanation tells it (explain).
+func (m *PullManager) decide(image, imageRef string, getPodCredentials GetPodCredentials) (v verdict) {
 	// Step 1 (steps 2 and 4 are the metric and the error exit).
 	if imageRef == "" {
-		if tr != nil {
-			tr.traceNotPresent()
-		}
-		return verdict{mustPull: true, step: StepImageNotPresent}
-	}
-	if tr != nil {
-		tr.step(StepImageNotPresent, checkPresent, "yes, as "+imageRef)
-	}
-	metrics := m.metrics
-	if dryRun {
-		metrics = nil
+		return v.must(StepImageNotPresent, 0)
 	}
 
-	// Steps 3-4: find out whether the kubelet pulled (or is pulling) the
-	// image, lock-free. Writers record the pull, then bump intentDrops, then
-	// drop the intent; so if the intent read finds nothing and intentDrops
-	// moved since before the record read, the record is read again (see the
-	// package documentation).
+	// Steps 3-4: was the image pulled (or is it being pulled) by the
+	// kubelet? Lock-free: writers record the pull, then bump intentDrops,
+	// then drop the intent; so if the intent read finds nothing and
+	// intentDrops moved since before the record read, the record is read
+	// again (see the package documentation).
 	drops := m.intentDrops.Load()
-	rec, found, err := m.readRecord(imageRef)
-	if err != nil {
-		return m.recordsError(ctx, imageRef, err, false, dryRun, tr)
+	if v.rec, v.found, v.failSafeErr = m.readRecord(imageRef); v.failSafeErr != nil {
+		return v.must(StepRecordsError, resultError)
 	}
-	pulledByKubelet := m.countsAsPulled(image, rec, found)
-	var inFlight, intent, reread bool
-	if !pulledByKubelet {
-		inFlight, intent, err = m.intentState(image)
-		if err != nil {
-			return m.recordsError(ctx, imageRef, err, true, dryRun, tr)
+	v.pulledByKubelet = m.countsAsPulled(image, v.rec, v.found)
+	if !v.pulledByKubelet {
+		if v.inFlight, v.intent, v.failSafeErr = m.intentState(image); v.failSafeErr != nil {
+			v.intentErr = true
+			return v.must(StepRecordsError, resultError)
 		}
 		switch {
-		case inFlight || intent:
-			pulledByKubelet = true
+		case v.inFlight || v.intent:
+			v.pulledByKubelet = true
 		case m.intentDrops.Load() != drops:
-			reread = true
-			if rec, found, err = m.readRecord(imageRef); err != nil {
-				return m.recordsError(ctx, imageRef, err, false, dryRun, tr)
+			v.reread = true
+			if v.rec, v.found, v.failSafeErr = m.readRecord(imageRef); v.failSafeErr != nil {
+				return v.must(StepRecordsError, resultError)
 			}
-			pulledByKubelet = m.countsAsPulled(image, rec, found)
+			v.pulledByKubelet = m.countsAsPulled(image, v.rec, v.found)
 		}
-	}
-	if metrics != nil {
-		metrics.recordLookup(found)
-	}
-	if tr != nil {
-		tr.traceLookup(image, rec, found, pulledByKubelet, inFlight, intent, reread)
 	}
 
 	// Step 5: the policy comes before the record's contents.
-	if !m.policy.RequireCredentialVerificationForImage(image, pulledByKubelet) {
-		if tr != nil {
-			tr.tracePolicy(m.policy, false)
-		}
-		return verdict{result: resultPolicyAllowed, step: StepPolicy}
-	}
-	if tr != nil {
-		tr.tracePolicy(m.policy, true)
+	if !m.policy.RequireCredentialVerificationForImage(image, v.pulledByKubelet) {
+		return v.may(StepPolicy, resultPolicyAllowed)
 	}
 	// Step 6.
-	if !found {
-		if tr != nil {
-			tr.decided(StepNoRecord, checkRecordExists, "no: nothing proves any credentials", "no pulled record")
-		}
-		return verdict{mustPull: true, result: resultMustAuthenticate, step: StepNoRecord}
-	}
-	if tr != nil {
-		tr.step(StepNoRecord, checkRecordExists, "yes")
+	if !v.found {
+		return v.must(StepNoRecord, resultMustAuthenticate)
 	}
 	// Step 7.
-	key, hit, err := m.mappingKey(image)
-	if metrics != nil && m.normalizedNames {
-		metrics.nameLookup(hit) // only the normalised mode has a name cache
-	}
-	if err != nil {
-		if !dryRun {
-			klog.FromContext(ctx).Error(err, "Failed to parse image name, forcing image credentials reverification", "image", image)
-		}
-		if tr != nil {
-			tr.traceNameError(image, err)
-		}
-		return verdict{mustPull: true, result: resultError, step: StepNameParse}
-	}
-	if tr != nil {
-		tr.step(StepNameParse, checkName, key)
+	if v.key, v.nameCacheHit, v.failSafeErr = m.mappingKey(image); v.failSafeErr != nil {
+		return v.must(StepNameParse, resultError)
 	}
 	// Steps 8-10.
-	entry, ok := rec.CredentialMapping[key]
-	if tr != nil {
-		tr.traceEntry(key, rec, entry, ok)
+	if v.entry, v.hasEntry = v.rec.CredentialMapping[v.key]; !v.hasEntry {
+		return v.must(StepNoMappingEntry, resultMustAuthenticate)
 	}
-	if !ok {
-		return verdict{mustPull: true, result: resultMustAuthenticate, step: StepNoMappingEntry}
+	if v.entry.NodePodsAccessible {
+		return v.may(StepNodeWide, resultRecordFound)
 	}
-	if entry.NodePodsAccessible {
-		if tr != nil {
-			tr.decided(StepNodeWide, "node-wide access", "yes: pulled anonymously or with node credentials, every pod may use it",
-				"node-wide access (anonymous or node credentials)")
-		}
-		return verdict{result: resultRecordFound, step: StepNodeWide}
-	}
-	if len(entry.KubernetesSecrets) == 0 && len(entry.KubernetesServiceAccounts) == 0 {
-		if tr != nil {
-			tr.decided(StepNothingToMatch, "recorded secrets or service accounts", "none", "nothing recorded to match")
-		}
-		return verdict{mustPull: true, result: resultMustAuthenticate, step: StepNothingToMatch}
+	if len(v.entry.KubernetesSecrets) == 0 && len(v.entry.KubernetesServiceAccounts) == 0 {
+		return v.must(StepNothingToMatch, resultMustAuthenticate)
 	}
 	// Step 11: only now ask for the pod's credentials (a nil function means
 	// the pod has none).
-	var podSecrets []accessor.ImagePullSecret
-	var podSA *accessor.ImagePullServiceAccount
 	if getPodCredentials != nil {
-		if podSecrets, podSA, err = getPodCredentials(); err != nil {
-			if tr != nil {
-				tr.tracePodCredentials(nil, nil, err)
-			}
-			return verdict{mustPull: true, result: resultError, step: StepPodCredentials, err: err}
+		if v.podSecrets, v.podSA, v.err = getPodCredentials(); v.err != nil {
+			return v.must(StepPodCredentials, resultError)
 		}
 	}
-	if tr != nil {
-		tr.tracePodCredentials(podSecrets, podSA, nil)
-	}
 	// Step 12.
-	cached := entry.KubernetesSecrets
+	cached := v.entry.KubernetesSecrets
 	canWrite := len(cached) < writeRecordWhileMatchingLimit
-	for i := range podSecrets {
-		ps := &podSecrets[i]
+	for i := range v.podSecrets {
+		ps := &v.podSecrets[i]
 		for j := range cached {
 			cs := &cached[j]
 			// hashesMatch first: it decides without the coordinates.
 			if cs.CredentialHash != "" && cs.CredentialHash == ps.CredentialHash {
-				write := canWrite && !sameCoordinates(cs, ps)
-				if write && !dryRun {
-					m.recordSecretAtCheck(ctx, key, imageRef, *ps)
-				}
-				if tr != nil {
-					m.traceHashMatch(tr, rec, key, cs, ps, write)
-				}
-				return verdict{result: resultRecordFound, step: StepSecretMatch}
+				v.podSecret, v.recorded, v.byHash = ps, cs, true
+				v.write = canWrite && !sameCoordinates(cs, ps)
+				return v.may(StepSecretMatch, resultRecordFound)
 			}
 			// coordsMatch with a different (or empty) hash: the same secret
 			// object passed before, its rotated content is trusted.
 			if canWrite && sameCoordinates(cs, ps) {
-				if !dryRun {
-					m.recordSecretAtCheck(ctx, key, imageRef, *ps)
-				}
-				if tr != nil {
-					m.traceCoordinatesMatch(tr, rec, key, ps)
-				}
-				return verdict{result: resultRecordFound, step: StepSecretMatch}
-			}
-			if tr != nil && sameCoordinates(cs, ps) {
-				tr.traceCoordinatesAtLimit(ps, len(cached))
+				v.podSecret, v.recorded, v.write = ps, cs, true
+				return v.may(StepSecretMatch, resultRecordFound)
 			}
 		}
-	}
-	if tr != nil {
-		tr.traceNoSecretMatch(len(podSecrets))
 	}
 	// Step 13.
-	if podSA != nil {
-		for _, sa := range entry.KubernetesServiceAccounts {
-			if sa == *podSA {
-				if tr != nil {
-					tr.traceServiceAccount(podSA, true)
-				}
-				return verdict{result: resultRecordFound, step: StepServiceAccountMatch}
-			}
-		}
-	}
-	if tr != nil {
-		tr.traceServiceAccount(podSA, false)
-		tr.decided(StepNoMatch, "result", "no recorded credential matches the pod's", "no matching credentials")
+	if v.podSA != nil && slices.Contains(v.entry.KubernetesServiceAccounts, *v.podSA) {
+		return v.may(StepServiceAccountMatch, resultRecordFound)
 	}
 	// Step 14.
-	return verdict{mustPull: true, result: resultMustAuthenticate, step: StepNoMatch}
+	return v.must(StepNoMatch, resultMustAuthenticate)
+}
+
+// act does what a check does besides answering: it logs the error behind
+// a fail-safe answer, counts the record and name lookups, and adds an
+// accepted pod secret to the record.
+func (m *PullManager) act(ctx context.Context, image, imageRef string, v *verdict) {
+	switch v.step {
+	case StepImageNotPresent:
+		return
+	case StepRecordsError:
+		klog.FromContext(ctx).Error(v.failSafeErr, "Unable to access cache records about image pulls", "imageRef", imageRef)
+		return
+	case StepNameParse:
+		klog.FromContext(ctx).Error(v.failSafeErr, "Failed to parse image name, forcing image credentials reverification", "image", image)
+	}
+	if m.metrics != nil {
+		m.metrics.recordLookup(v.found)
+		if m.normalizedNames && v.step >= StepNameParse { // only the normalised mode has a name cache
+			m.metrics.nameLookup(v.nameCacheHit)
+		}
+	}
+	if v.write {
+		m.recordSecretAtCheck(ctx, v.key, imageRef, *v.podSecret)
+	}
 }
 
 func sameCoordinates(a, b *accessor.ImagePullSecret) bool {
@@ -269,19 +286,6 @@ func (m *PullManager) countsAsPulled(image string, rec *accessor.ImagePulledReco
 	}
 	_, ok := rec.CredentialMapping[key]
 	return ok
-}
-
-// recordsError is the error exit of steps 3-4: must pull, no error
-// returned. intent says whether the intent (rather than the record) could
-// not be read.
-func (m *PullManager) recordsError(ctx context.Context, imageRef string, err error, intent, dryRun bool, tr *Explanation) verdict {
-	if !dryRun {
-		klog.FromContext(ctx).Error(err, "Unable to access cache records about image pulls", "imageRef", imageRef)
-	}
-	if tr != nil {
-		tr.traceRecordsError(err, intent)
-	}
-	return verdict{mustPull: true, result: resultError, step: StepRecordsError}
 }
 
 // recordSecretAtCheck adds a pod secret that a check accepted to the entry of

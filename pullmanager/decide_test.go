@@ -24,7 +24,7 @@ const (
 // TestMustAttemptImagePull and TestExplainImagePullAgrees.
 type decisionRow struct {
 	name       string
-	step       int // the deciding step (Explanation.Step)
+	step       Step // the deciding step (Explanation.DecidedAt)
 	policy     VerificationPolicy
 	allowlist  []string
 	protect    bool

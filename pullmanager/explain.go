@@ -9,80 +9,212 @@ import (
 )
 
 // Explanation tells how MustAttemptImagePull answers for one pod and image,
-// step by step. It is made by ExplainImagePull from the same code as the
-// check itself. It never holds a credential hash.
+// step by step. ExplainImagePull makes it from the check's own decision. It
+// never holds a credential hash. Its JSON form is what the pullrecords
+// command prints with -o json.
 type Explanation struct {
 	// Image and ImageRef are the arguments explained.
-	Image    string
-	ImageRef string
+	Image    string `json:"image"`
+	ImageRef string `json:"imageRef"`
+	// Policy is the name of the credential verification policy (its String
+	// method), empty for a policy without one.
+	Policy string `json:"policy,omitempty"`
 	// MustPull is the answer: true means the pod must prove its credentials
 	// to the registry.
-	MustPull bool
+	MustPull bool `json:"mustPull"`
+	// Result is the check's label in the mustpull_checks metric (one of the
+	// Result constants); empty when the image is not present, where no check
+	// is counted.
+	Result string `json:"result"`
+	// DecidedAt is the step of the decision order that answered (one of the
+	// Step constants).
+	DecidedAt Step `json:"decidedAt"`
+	// Rule names the rule that answered, in a few words.
+	Rule string `json:"rule"`
+	// PulledByKubelet is what the policy was told.
+	PulledByKubelet bool `json:"pulledByKubelet"`
+	// CredentialsLookedUp says whether the pod's credentials were asked for
+	// (they are, lazily, only when a decision needs them).
+	CredentialsLookedUp bool `json:"credentialsLookedUp"`
+	// WouldRecord is the pod secret the check would add to the record (or
+	// whose new hash it would store), if any. The explanation does not
+	// write it.
+	WouldRecord *SecretRef `json:"wouldRecord,omitempty"`
+	// Steps are the steps taken, in order; the last one answered.
+	Steps []ExplainStep `json:"steps"`
+	// Error is the text of FailSafeErr or, failing that, of Err: the error
+	// behind the answer, if any, in the JSON form.
+	Error string `json:"error,omitempty"`
 	// Err is the error MustAttemptImagePull returns: only a failure of
-	// getPodCredentials (Step is StepPodCredentials).
-	Err error
+	// getPodCredentials (DecidedAt is StepPodCredentials).
+	Err error `json:"-"`
 	// FailSafeErr is the error that forced a fail-safe "must pull" without
 	// being returned by the check: a record or intent that could not be read
 	// (StepRecordsError) or an image string that does not parse
 	// (StepNameParse).
-	FailSafeErr error
-	// Result is the check's label in the mustpull_checks metric (one of the
-	// Result constants); empty when the image is not present, where no check
-	// is counted.
-	Result string
-	// Step is the number of the step of the decision order that answered
-	// (one of the Step constants).
-	Step int
-	// Rule names the rule that answered, in a few words.
-	Rule string
-	// PulledByKubelet is what the policy was told.
-	PulledByKubelet bool
-	// CredentialsLookedUp says whether the pod's credentials were asked for
-	// (they are, lazily, only when a decision needs them).
-	CredentialsLookedUp bool
-	// WouldRecord is the pod secret the check would add to the record (or
-	// whose new hash it would store), if any. The explanation does not
-	// write it.
-	WouldRecord *SecretRef
-	// Steps are the steps taken, in order; the last one answered.
-	Steps []ExplainStep
+	FailSafeErr error `json:"-"`
 }
 
 // ExplainStep is one step taken by a decision.
 type ExplainStep struct {
-	// Number is the step's number in the decision order (1-14).
-	Number int
+	// Number is the step's number in the decision order (1-14), as a Step
+	// prints with %d.
+	Number int `json:"step"`
 	// Check says what the step looks at.
-	Check string
+	Check string `json:"check"`
 	// Finding says what it found.
-	Finding string
+	Finding string `json:"finding"`
 }
 
 // SecretRef names a secret without its credential hash.
 type SecretRef struct {
-	UID       string
-	Namespace string
-	Name      string
+	UID       string `json:"uid"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
 }
 
 // ExplainImagePull answers as MustAttemptImagePull would at this moment,
-// and tells how. It runs the same decision code in a dry-run mode: it never
-// writes (where the check would add the pod's secret to the record, it sets
-// WouldRecord instead), never logs and counts no metrics. It sees what the
+// and tells how. It runs the check's decision code, which reads and never
+// writes, and then tells what the decision found instead of acting on it:
+// where the check would add the pod's secret to the record it sets
+// WouldRecord, and it logs nothing and counts no metrics. It sees what the
 // check sees: the records, this manager's in-flight pulls, its policy and
 // its options (WithPreloadedImageProtection). getPodCredentials is called
 // when, and only when, the check would call it.
 //
 // A manager built for explanations only can be made over a read-only store
 // with a nil ImageLister: NewImagePullManager then writes nothing.
-func (m *PullManager) ExplainImagePull(ctx context.Context, image, imageRef string, getPodCredentials GetPodCredentials) Explanation {
-	e := Explanation{Image: image, ImageRef: imageRef, Steps: make([]ExplainStep, 0, 12)}
-	v := m.decide(ctx, image, imageRef, getPodCredentials, true, &e)
-	e.MustPull, e.Err, e.Step = v.mustPull, v.err, int(v.step)
+func (m *PullManager) ExplainImagePull(_ context.Context, image, imageRef string, getPodCredentials GetPodCredentials) Explanation {
+	v := m.decide(image, imageRef, getPodCredentials)
+	return m.explain(image, imageRef, &v)
+}
+
+// explain tells the verdict of a decision about image and imageRef as an
+// Explanation: every step the decision took, in order, with what it found.
+func (m *PullManager) explain(image, imageRef string, v *verdict) Explanation {
+	e := Explanation{
+		Image:       image,
+		ImageRef:    imageRef,
+		MustPull:    v.mustPull,
+		DecidedAt:   v.step,
+		Err:         v.err,
+		FailSafeErr: v.failSafeErr,
+		Steps:       make([]ExplainStep, 0, 12),
+	}
+	if s, ok := m.policy.(fmt.Stringer); ok {
+		e.Policy = s.String()
+	}
 	if v.step != StepImageNotPresent {
 		e.Result = resultLabels[v.result]
 	}
+	m.tell(&e, image, imageRef, v)
+	switch {
+	case e.FailSafeErr != nil:
+		e.Error = e.FailSafeErr.Error()
+	case e.Err != nil:
+		e.Error = e.Err.Error()
+	}
 	return e
+}
+
+// tell adds the steps the decision took, up to the one that answered (which
+// also names the rule), in the order decide takes them.
+func (m *PullManager) tell(e *Explanation, image, imageRef string, v *verdict) {
+	// Step 1.
+	if v.step == StepImageNotPresent {
+		e.decided(StepImageNotPresent, checkPresent, "no: there is nothing to reuse", "image not present")
+		return
+	}
+	e.step(StepImageNotPresent, checkPresent, "yes, as "+imageRef)
+	// Steps 3-4.
+	if v.step == StepRecordsError {
+		e.tellRecordsError(v.failSafeErr, v.intentErr)
+		return
+	}
+	e.PulledByKubelet = v.pulledByKubelet
+	e.step(stepRecordLookup, checkRecord, lookupFinding(image, v))
+	// Step 5.
+	if v.step == StepPolicy {
+		e.tellPolicy(m.policy, false)
+		return
+	}
+	e.tellPolicy(m.policy, true)
+	// Step 6.
+	if v.step == StepNoRecord {
+		e.decided(StepNoRecord, checkRecordExists, "no: nothing proves any credentials", "no pulled record")
+		return
+	}
+	e.step(StepNoRecord, checkRecordExists, "yes")
+	// Step 7.
+	if v.step == StepNameParse {
+		e.decided(StepNameParse, checkName, fmt.Sprintf("cannot parse %q: %v", image, v.failSafeErr), "image name does not parse: fail safe")
+		return
+	}
+	e.step(StepNameParse, checkName, v.key)
+	// Steps 8-10.
+	e.tellEntry(v.key, v.rec, v.entry, v.hasEntry)
+	switch v.step {
+	case StepNoMappingEntry:
+		return
+	case StepNodeWide:
+		e.decided(StepNodeWide, "node-wide access", "yes: pulled anonymously or with node credentials, every pod may use it",
+			"node-wide access (anonymous or node credentials)")
+		return
+	case StepNothingToMatch:
+		e.decided(StepNothingToMatch, "recorded secrets or service accounts", "none", "nothing recorded to match")
+		return
+	}
+	// Step 11.
+	e.CredentialsLookedUp = true
+	if v.step == StepPodCredentials {
+		e.decided(StepPodCredentials, checkPodCreds, "cannot be looked up: "+v.err.Error(), "pod credentials unavailable: fail safe")
+		return
+	}
+	e.step(StepPodCredentials, checkPodCreds, fmt.Sprintf("%d secret(s), service account %s", len(v.podSecrets), saString(v.podSA)))
+	// Step 12: the pairs of pod and recorded secrets decide compared before
+	// the one that matched, if any; of these, the ones with the same
+	// coordinates were refused at the limit.
+	cached := v.entry.KubernetesSecrets
+pairs:
+	for i := range v.podSecrets {
+		ps := &v.podSecrets[i]
+		for j := range cached {
+			cs := &cached[j]
+			if ps == v.podSecret && cs == v.recorded {
+				break pairs
+			}
+			if sameCoordinates(cs, ps) {
+				e.step(StepSecretMatch, checkSecrets, fmt.Sprintf(
+					"secret %s matches recorded coordinates, but %d secrets are recorded (limit %d): not trusted without a hash match",
+					secretString(ps), len(cached), writeRecordWhileMatchingLimit))
+			}
+		}
+	}
+	if v.step == StepSecretMatch {
+		if v.byHash {
+			m.tellHashMatch(e, v.rec, v.key, v.recorded, v.podSecret, v.write)
+		} else {
+			m.tellCoordinatesMatch(e, v.rec, v.key, v.podSecret)
+		}
+		return
+	}
+	if len(v.podSecrets) == 0 {
+		e.step(StepSecretMatch, checkSecrets, "the pod has no pull secrets")
+	} else {
+		e.step(StepSecretMatch, checkSecrets, "no pod secret matches a recorded secret or its credential")
+	}
+	// Step 13.
+	switch {
+	case v.step == StepServiceAccountMatch:
+		e.decided(StepServiceAccountMatch, checkAccounts, saString(v.podSA)+" was recorded", "matching service account")
+		return
+	case v.podSA != nil:
+		e.step(StepServiceAccountMatch, checkAccounts, saString(v.podSA)+" was not recorded")
+	default:
+		e.step(StepServiceAccountMatch, checkAccounts, "the pod uses no service account credentials")
+	}
+	// Step 14.
+	e.decided(StepNoMatch, "result", "no recorded credential matches the pod's", "no matching credentials")
 }
 
 // What the steps check, as shown in an explanation.
@@ -99,25 +231,20 @@ const (
 	checkAccounts     = "pod service account against recorded ones"
 )
 
-// The methods below fill an explanation while decide runs; decide calls
-// them only when it has one.
-
-func (e *Explanation) step(n int, check, finding string) {
-	e.Steps = append(e.Steps, ExplainStep{Number: n, Check: check, Finding: finding})
+// step adds a step taken.
+func (e *Explanation) step(n Step, check, finding string) {
+	e.Steps = append(e.Steps, ExplainStep{Number: int(n), Check: check, Finding: finding})
 }
 
 // decided adds the step that answers and names its rule.
-func (e *Explanation) decided(n int, check, finding, rule string) {
+func (e *Explanation) decided(n Step, check, finding, rule string) {
 	e.step(n, check, finding)
 	e.Rule = rule
 }
 
-func (e *Explanation) traceNotPresent() {
-	e.decided(StepImageNotPresent, checkPresent, "no: there is nothing to reuse", "image not present")
-}
-
-func (e *Explanation) traceRecordsError(err error, intent bool) {
-	e.FailSafeErr = err
+// tellRecordsError adds steps 3 and 4 for a record or intent that could not
+// be read.
+func (e *Explanation) tellRecordsError(err error, intent bool) {
 	if intent {
 		e.step(stepRecordLookup, checkIntent, "cannot be read: "+err.Error())
 		e.decided(StepRecordsError, checkFailSafe, "an intent that cannot be read never grants access", "intent unreadable: fail safe")
@@ -127,24 +254,24 @@ func (e *Explanation) traceRecordsError(err error, intent bool) {
 	e.decided(StepRecordsError, checkFailSafe, "a record that cannot be read never grants access", "record unreadable: fail safe")
 }
 
-func (e *Explanation) traceLookup(image string, rec *accessor.ImagePulledRecord, found, pulledByKubelet, inFlight, intent, reread bool) {
-	e.PulledByKubelet = pulledByKubelet
-	var finding string
+// lookupFinding is what step 3 found: the record, an in-flight pull or a
+// stored intent, and so whether the image counts as pulled by the kubelet.
+func lookupFinding(image string, v *verdict) string {
 	switch {
-	case found && pulledByKubelet && !inFlight && !intent:
-		finding = "found (last updated " + rec.LastUpdatedTime.UTC().Format("2006-01-02T15:04:05Z") + "): pulled by the kubelet"
-		if reread {
+	case v.found && v.pulledByKubelet && !v.inFlight && !v.intent:
+		finding := "found (last updated " + v.rec.LastUpdatedTime.UTC().Format("2006-01-02T15:04:05Z") + "): pulled by the kubelet"
+		if v.reread {
 			finding = "read again as a pull finished meanwhile: " + finding
 		}
-	case inFlight:
-		finding = recordFinding(found) + ", but a pull of " + strconv.Quote(image) + " is in flight in this process: pulled by the kubelet"
-	case intent:
-		finding = recordFinding(found) + ", but a pull intent for " + strconv.Quote(image) +
+		return finding
+	case v.inFlight:
+		return recordFinding(v.found) + ", but a pull of " + strconv.Quote(image) + " is in flight in this process: pulled by the kubelet"
+	case v.intent:
+		return recordFinding(v.found) + ", but a pull intent for " + strconv.Quote(image) +
 			" is on record (a pull that never finished): pulled by the kubelet"
 	default:
-		finding = recordFinding(found) + ", and no pull intent for " + strconv.Quote(image) + ": not pulled by the kubelet (preloaded)"
+		return recordFinding(v.found) + ", and no pull intent for " + strconv.Quote(image) + ": not pulled by the kubelet (preloaded)"
 	}
-	e.step(stepRecordLookup, checkRecord, finding)
 }
 
 // recordFinding describes a record that does not count as "pulled by the
@@ -164,7 +291,8 @@ func policyName(p ImagePullPolicyEnforcer) string {
 	return "the policy"
 }
 
-func (e *Explanation) tracePolicy(p ImagePullPolicyEnforcer, required bool) {
+// tellPolicy adds step 5: whether the policy requires verification.
+func (e *Explanation) tellPolicy(p ImagePullPolicyEnforcer, required bool) {
 	name := policyName(p)
 	if required {
 		e.step(StepPolicy, checkPolicy, name+" requires verification")
@@ -177,12 +305,8 @@ func (e *Explanation) tracePolicy(p ImagePullPolicyEnforcer, required bool) {
 	e.decided(StepPolicy, checkPolicy, name+" does not require verification here", rule)
 }
 
-func (e *Explanation) traceNameError(image string, err error) {
-	e.FailSafeErr = err
-	e.decided(StepNameParse, checkName, fmt.Sprintf("cannot parse %q: %v", image, err), "image name does not parse: fail safe")
-}
-
-func (e *Explanation) traceEntry(key string, rec *accessor.ImagePulledRecord, entry accessor.ImagePullCredentials, ok bool) {
+// tellEntry adds step 8: the record's entry for the mapping key, if any.
+func (e *Explanation) tellEntry(key string, rec *accessor.ImagePulledRecord, entry accessor.ImagePullCredentials, ok bool) {
 	check := "credentials recorded for " + key
 	switch {
 	case !ok && len(rec.CredentialMapping) == 0:
@@ -198,18 +322,9 @@ func (e *Explanation) traceEntry(key string, rec *accessor.ImagePulledRecord, en
 	}
 }
 
-func (e *Explanation) tracePodCredentials(secrets []accessor.ImagePullSecret, sa *accessor.ImagePullServiceAccount, err error) {
-	e.CredentialsLookedUp = true
-	if err != nil {
-		e.decided(StepPodCredentials, checkPodCreds, "cannot be looked up: "+err.Error(), "pod credentials unavailable: fail safe")
-		return
-	}
-	e.step(StepPodCredentials, checkPodCreds, fmt.Sprintf("%d secret(s), service account %s", len(secrets), saString(sa)))
-}
-
-// traceHashMatch explains a pod secret whose hash equals the cached secret
+// tellHashMatch explains a pod secret whose hash equals the cached secret
 // cs's; write says whether the check writes the pod secret.
-func (m *PullManager) traceHashMatch(e *Explanation, rec *accessor.ImagePulledRecord, key string, cs, ps *accessor.ImagePullSecret, write bool) {
+func (m *PullManager) tellHashMatch(e *Explanation, rec *accessor.ImagePulledRecord, key string, cs, ps *accessor.ImagePullSecret, write bool) {
 	if write && m.wouldChange(rec, key, ps) {
 		e.WouldRecord = secretRef(ps)
 		e.decided(StepSecretMatch, checkSecrets,
@@ -222,9 +337,9 @@ func (m *PullManager) traceHashMatch(e *Explanation, rec *accessor.ImagePulledRe
 		"matching secret and credential hash")
 }
 
-// traceCoordinatesMatch explains a pod secret with a cached secret's
+// tellCoordinatesMatch explains a pod secret with a cached secret's
 // coordinates, accepted below the limit; the check writes it.
-func (m *PullManager) traceCoordinatesMatch(e *Explanation, rec *accessor.ImagePulledRecord, key string, ps *accessor.ImagePullSecret) {
+func (m *PullManager) tellCoordinatesMatch(e *Explanation, rec *accessor.ImagePulledRecord, key string, ps *accessor.ImagePullSecret) {
 	if !m.wouldChange(rec, key, ps) {
 		e.decided(StepSecretMatch, checkSecrets, "secret "+secretString(ps)+" matches recorded coordinates (both hashes empty)",
 			"same secret coordinates, empty hashes")
@@ -242,31 +357,6 @@ func (m *PullManager) wouldChange(rec *accessor.ImagePulledRecord, key string, p
 	creds := &accessor.ImagePullCredentials{KubernetesSecrets: []accessor.ImagePullSecret{*ps}}
 	_, changed := mergeCredentials(rec, key, creds, m.clock.Now())
 	return changed
-}
-
-func (e *Explanation) traceCoordinatesAtLimit(ps *accessor.ImagePullSecret, cached int) {
-	e.step(StepSecretMatch, checkSecrets, fmt.Sprintf(
-		"secret %s matches recorded coordinates, but %d secrets are recorded (limit %d): not trusted without a hash match",
-		secretString(ps), cached, writeRecordWhileMatchingLimit))
-}
-
-func (e *Explanation) traceNoSecretMatch(podSecrets int) {
-	if podSecrets == 0 {
-		e.step(StepSecretMatch, checkSecrets, "the pod has no pull secrets")
-		return
-	}
-	e.step(StepSecretMatch, checkSecrets, "no pod secret matches a recorded secret or its credential")
-}
-
-func (e *Explanation) traceServiceAccount(sa *accessor.ImagePullServiceAccount, matched bool) {
-	switch {
-	case matched:
-		e.decided(StepServiceAccountMatch, checkAccounts, saString(sa)+" was recorded", "matching service account")
-	case sa != nil:
-		e.step(StepServiceAccountMatch, checkAccounts, saString(sa)+" was not recorded")
-	default:
-		e.step(StepServiceAccountMatch, checkAccounts, "the pod uses no service account credentials")
-	}
 }
 
 func secretRef(s *accessor.ImagePullSecret) *SecretRef {

@@ -35,7 +35,7 @@ func ExamplePullManager_ExplainImagePull() {
 		return []accessor.ImagePullSecret{{UID: "uid-b", Namespace: "team-b", Name: "regcred", CredentialHash: "h2"}}, nil, nil
 	}
 	e := manager.ExplainImagePull(ctx, "registry.example.com/team-a/api:1.4", "sha256:a1", teamB)
-	fmt.Printf("must pull: %t (%s), step %d: %s\n", e.MustPull, e.Result, e.Step, e.Rule)
+	fmt.Printf("must pull: %t (%s), step %d: %s\n", e.MustPull, e.Result, e.DecidedAt, e.Rule)
 	for _, s := range e.Steps {
 		fmt.Printf("%2d %s: %s\n", s.Number, s.Check, s.Finding)
 	}

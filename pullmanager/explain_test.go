@@ -60,11 +60,11 @@ func TestExplainImagePullAgrees(t *testing.T) {
 			type summary struct {
 				MustPull, Err, FailSafe, CredentialsLookedUp bool
 				Result                                       string
-				Step                                         int
+				Step                                         Step
 			}
 			wantResult := tc.wantResult
 			wantFailSafe := tc.wantResult == ResultError && !tc.wantErr
-			got := summary{e.MustPull, e.Err != nil, e.FailSafeErr != nil, e.CredentialsLookedUp, e.Result, e.Step}
+			got := summary{e.MustPull, e.Err != nil, e.FailSafeErr != nil, e.CredentialsLookedUp, e.Result, e.DecidedAt}
 			want := summary{tc.want, tc.wantErr, wantFailSafe, tc.wantCredCalls > 0, wantResult, tc.step}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("explanation (-want +got):\n%s\nsteps: %+v", diff, e.Steps)
@@ -102,8 +102,8 @@ func checkSteps(t *testing.T, e Explanation) {
 			t.Errorf("step %d listed after step %d", e.Steps[i].Number, e.Steps[i-1].Number)
 		}
 	}
-	if last := e.Steps[len(e.Steps)-1].Number; last != e.Step {
-		t.Errorf("last step listed is %d, the answer came from step %d", last, e.Step)
+	if last := e.Steps[len(e.Steps)-1].Number; last != int(e.DecidedAt) {
+		t.Errorf("last step listed is %d, the answer came from step %d", last, e.DecidedAt)
 	}
 	if e.Rule == "" {
 		t.Error("no rule")
@@ -214,7 +214,7 @@ func TestExplainImagePullNotPresent(t *testing.T) {
 	ctx, _ := testCtx(t)
 	m, _ := newTestManager(t, newFaultyStore().Accessor(), mustPolicy(t, NeverVerify))
 	e := m.ExplainImagePull(ctx, imgX, "", nil)
-	want := Explanation{Image: imgX, MustPull: true, Step: StepImageNotPresent, Rule: "image not present",
+	want := Explanation{Image: imgX, Policy: "NeverVerify", MustPull: true, DecidedAt: StepImageNotPresent, Rule: "image not present",
 		Steps: []ExplainStep{{Number: 1, Check: "image present on the node", Finding: "no: there is nothing to reuse"}}}
 	if diff := cmp.Diff(want, e); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
@@ -274,20 +274,20 @@ func TestExplainImagePullErrors(t *testing.T) {
 	m, _ := newTestManager(t, store.Accessor(), mustPolicy(t, AlwaysVerify))
 
 	e := m.ExplainImagePull(ctx, "UPPER/Case:bad", refA, nil)
-	if !errors.Is(e.FailSafeErr, ErrInvalidImageName) || e.Err != nil || e.Step != StepNameParse || !e.MustPull {
-		t.Errorf("bad name: step %d, mustPull %t, Err %v, FailSafeErr %v", e.Step, e.MustPull, e.Err, e.FailSafeErr)
+	if !errors.Is(e.FailSafeErr, ErrInvalidImageName) || e.Err != nil || e.DecidedAt != StepNameParse || !e.MustPull {
+		t.Errorf("bad name: step %d, mustPull %t, Err %v, FailSafeErr %v", e.DecidedAt, e.MustPull, e.Err, e.FailSafeErr)
 	}
 
 	calls := 0
 	e = m.ExplainImagePull(ctx, imgX, refA, podCreds(&calls, nil, nil, errInjected))
-	if !errors.Is(e.Err, errInjected) || e.FailSafeErr != nil || e.Step != StepPodCredentials || e.Result != ResultError {
-		t.Errorf("credentials error: step %d, result %s, Err %v, FailSafeErr %v", e.Step, e.Result, e.Err, e.FailSafeErr)
+	if !errors.Is(e.Err, errInjected) || e.FailSafeErr != nil || e.DecidedAt != StepPodCredentials || e.Result != ResultError {
+		t.Errorf("credentials error: step %d, result %s, Err %v, FailSafeErr %v", e.DecidedAt, e.Result, e.Err, e.FailSafeErr)
 	}
 
 	setFail(store, "GetImagePulledRecord", errInjected)
 	e = m.ExplainImagePull(ctx, imgX, refA, nil)
-	if !errors.Is(e.FailSafeErr, errInjected) || e.Err != nil || e.Step != StepRecordsError || e.Rule != "record unreadable: fail safe" {
-		t.Errorf("record error: step %d, rule %q, Err %v, FailSafeErr %v", e.Step, e.Rule, e.Err, e.FailSafeErr)
+	if !errors.Is(e.FailSafeErr, errInjected) || e.Err != nil || e.DecidedAt != StepRecordsError || e.Rule != "record unreadable: fail safe" {
+		t.Errorf("record error: step %d, rule %q, Err %v, FailSafeErr %v", e.DecidedAt, e.Rule, e.Err, e.FailSafeErr)
 	}
 	if got := e.Steps[1]; got.Number != 3 || !strings.Contains(got.Finding, errInjected.Error()) {
 		t.Errorf("step 3 = %+v, want the error", got)
@@ -295,8 +295,8 @@ func TestExplainImagePullErrors(t *testing.T) {
 	setFail(store, "GetImagePulledRecord", nil)
 	setFail(store, "ImagePullIntentExists", errInjected)
 	e = m.ExplainImagePull(ctx, imgX, "sha256:none", nil)
-	if !errors.Is(e.FailSafeErr, errInjected) || e.Step != StepRecordsError || e.Rule != "intent unreadable: fail safe" {
-		t.Errorf("intent error: step %d, rule %q, FailSafeErr %v", e.Step, e.Rule, e.FailSafeErr)
+	if !errors.Is(e.FailSafeErr, errInjected) || e.DecidedAt != StepRecordsError || e.Rule != "intent unreadable: fail safe" {
+		t.Errorf("intent error: step %d, rule %q, FailSafeErr %v", e.DecidedAt, e.Rule, e.FailSafeErr)
 	}
 }
 
@@ -375,7 +375,7 @@ func TestExplainOverReadOnlyFSStore(t *testing.T) {
 		image string
 		pod   accessor.ImagePullSecret
 		want  bool
-		step  int
+		step  Step
 		would bool
 	}{
 		{image: imgX, pod: s1, want: false, step: StepSecretMatch},
@@ -386,9 +386,9 @@ func TestExplainOverReadOnlyFSStore(t *testing.T) {
 	} {
 		calls := 0
 		e := m.ExplainImagePull(ctx, tc.image, refA, podCreds(&calls, []accessor.ImagePullSecret{tc.pod}, nil, nil))
-		if e.MustPull != tc.want || e.Step != tc.step || (e.WouldRecord != nil) != tc.would || e.FailSafeErr != nil {
+		if e.MustPull != tc.want || e.DecidedAt != tc.step || (e.WouldRecord != nil) != tc.would || e.FailSafeErr != nil {
 			t.Errorf("%s with %s: mustPull %t step %d wouldRecord %v err %v; want %t %d %t",
-				tc.image, tc.pod.Name, e.MustPull, e.Step, e.WouldRecord, e.FailSafeErr, tc.want, tc.step, tc.would)
+				tc.image, tc.pod.Name, e.MustPull, e.DecidedAt, e.WouldRecord, e.FailSafeErr, tc.want, tc.step, tc.would)
 		}
 	}
 	if diff := cmp.Diff(before, snapshot(t, dir)); diff != "" {
@@ -436,7 +436,7 @@ func BenchmarkExplainImagePull(b *testing.B) {
 	get := func() ([]accessor.ImagePullSecret, *accessor.ImagePullServiceAccount, error) { return pod, nil, nil }
 	b.ReportAllocs()
 	for b.Loop() {
-		if e := m.ExplainImagePull(ctx, imgX, refA, get); e.MustPull || e.Step != StepSecretMatch {
+		if e := m.ExplainImagePull(ctx, imgX, refA, get); e.MustPull || e.DecidedAt != StepSecretMatch {
 			b.Fatalf("wrong answer: %+v", e)
 		}
 	}
@@ -456,8 +456,8 @@ func TestExplainImagePullRereadsRecord(t *testing.T) {
 	})
 	calls := 0
 	e := m.ExplainImagePull(ctx, imgX, refA, podCreds(&calls, nil, nil, nil))
-	if !e.MustPull || !e.PulledByKubelet || e.Step != StepNoMatch || calls != 1 {
-		t.Errorf("mustPull %t pulledByKubelet %t step %d calls %d; want true true %d 1", e.MustPull, e.PulledByKubelet, e.Step, calls, StepNoMatch)
+	if !e.MustPull || !e.PulledByKubelet || e.DecidedAt != StepNoMatch || calls != 1 {
+		t.Errorf("mustPull %t pulledByKubelet %t step %d calls %d; want true true %d 1", e.MustPull, e.PulledByKubelet, e.DecidedAt, calls, StepNoMatch)
 	}
 	if f := e.Steps[1].Finding; !strings.HasPrefix(f, "read again as a pull finished meanwhile: found") {
 		t.Errorf("step 3 finding %q", f)
