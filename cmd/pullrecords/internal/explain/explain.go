@@ -34,51 +34,21 @@ func (p Pod) credentials() pullmanager.GetPodCredentials {
 type Options struct {
 	// Policy is the credential verification policy. Required.
 	Policy pullmanager.ImagePullPolicyEnforcer
-	// PolicyName is shown in the explanation.
+	// PolicyName, when not empty, is shown as the policy's name instead of
+	// the policy's own (its String method).
 	PolicyName string
 	// ProtectPreloaded is pullmanager.WithPreloadedImageProtection (the fix
 	// for kubernetes#138175).
 	ProtectPreloaded bool
 }
 
-// Step is one step of the decision.
-type Step struct {
-	// Number is the step's number in the decision order (1-14).
-	Number int `json:"step"`
-	// Check says what the step looks at.
-	Check string `json:"check"`
-	// Finding says what it found.
-	Finding string `json:"finding"`
-}
-
-// Explanation is the decision and how it was reached, as the command prints
-// it.
+// Explanation is the manager's explanation as the command prints it:
+// pullmanager.Explanation in its own JSON form, with Result set to
+// ResultNotPresent where the manager counts no check and Policy set to
+// Options.PolicyName when given, followed by what the command adds about pod
+// secrets given without their credential hash.
 type Explanation struct {
-	Image    string `json:"image"`
-	ImageRef string `json:"imageRef"`
-	Policy   string `json:"policy,omitempty"`
-	// MustPull is the answer: true means the pod must prove its credentials
-	// to the registry.
-	MustPull bool `json:"mustPull"`
-	// Result is the metric label of the answer, or ResultNotPresent.
-	Result string `json:"result"`
-	// DecidedAt is the number of the step that answered.
-	DecidedAt int `json:"decidedAt"`
-	// Rule names the rule that answered, in a few words.
-	Rule string `json:"rule"`
-	// PulledByKubelet is what the policy was told.
-	PulledByKubelet bool `json:"pulledByKubelet"`
-	// CredentialsLookedUp says whether the manager would ask for the pod's
-	// credentials (it does so lazily, only when needed).
-	CredentialsLookedUp bool `json:"credentialsLookedUp"`
-	// WouldRecord is the secret the manager would add to the record, or
-	// whose hash it would update, during the check, if any.
-	WouldRecord *SecretRef `json:"wouldRecord,omitempty"`
-	// Steps are the steps taken, in order.
-	Steps []Step `json:"steps"`
-	// Err is the error that forced a fail-safe answer (a record that cannot
-	// be read, an image name that does not parse), if any.
-	Err string `json:"error,omitempty"`
+	pullmanager.Explanation
 	// UnknownHashes are the pod secrets given without a credential hash
 	// (namespace/name/uid): they can match recorded secrets by their
 	// coordinates only, never by their credential.
@@ -90,11 +60,7 @@ type Explanation struct {
 }
 
 // SecretRef names a secret without its credential hash.
-type SecretRef struct {
-	UID       string `json:"uid"`
-	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
-}
+type SecretRef = pullmanager.SecretRef
 
 // Explain explains MustAttemptImagePull(image, imageRef) for a pod with the
 // given credentials. It builds a pull manager over records with opts and no
@@ -107,7 +73,13 @@ func Explain(ctx context.Context, records accessor.PullRecordsAccessor, opts Opt
 	if err != nil {
 		return Explanation{}, err
 	}
-	e := FromManager(m.ExplainImagePull(ctx, image, imageRef, pod.credentials()), opts.PolicyName)
+	e := Explanation{Explanation: m.ExplainImagePull(ctx, image, imageRef, pod.credentials())}
+	if e.DecidedAt == pullmanager.StepImageNotPresent {
+		e.Result = ResultNotPresent
+	}
+	if opts.PolicyName != "" {
+		e.Policy = opts.PolicyName
+	}
 	e.unknownHashes(pod)
 	return e, nil
 }
@@ -157,36 +129,4 @@ func (e *Explanation) unknownHashes(pod Pod) {
 	case e.MustPull && e.DecidedAt == pullmanager.StepNoMatch:
 		e.HashUnknownMayMatter = true
 	}
-}
-
-// FromManager turns the manager's explanation into the command's form.
-func FromManager(e pullmanager.Explanation, policyName string) Explanation {
-	out := Explanation{
-		Image:               e.Image,
-		ImageRef:            e.ImageRef,
-		Policy:              policyName,
-		MustPull:            e.MustPull,
-		Result:              e.Result,
-		DecidedAt:           e.Step,
-		Rule:                e.Rule,
-		PulledByKubelet:     e.PulledByKubelet,
-		CredentialsLookedUp: e.CredentialsLookedUp,
-		Steps:               make([]Step, 0, len(e.Steps)),
-	}
-	if e.Step == pullmanager.StepImageNotPresent {
-		out.Result = ResultNotPresent
-	}
-	if r := e.WouldRecord; r != nil {
-		out.WouldRecord = &SecretRef{UID: r.UID, Namespace: r.Namespace, Name: r.Name}
-	}
-	for _, s := range e.Steps {
-		out.Steps = append(out.Steps, Step{Number: s.Number, Check: s.Check, Finding: s.Finding})
-	}
-	switch {
-	case e.FailSafeErr != nil:
-		out.Err = e.FailSafeErr.Error()
-	case e.Err != nil:
-		out.Err = e.Err.Error()
-	}
-	return out
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/pullrecords/pullrecords/accessor"
+	"github.com/pullrecords/pullrecords/accessor/accessortest"
 	"github.com/pullrecords/pullrecords/memstore"
 	"github.com/pullrecords/pullrecords/pullmanager"
 )
@@ -85,7 +87,7 @@ type testCase struct {
 	imageRef  string
 	pod       Pod
 	wantPull  bool
-	wantStep  int
+	wantStep  pullmanager.Step
 	wantRes   string
 	wantCreds bool
 	wantWrite bool
@@ -219,44 +221,39 @@ func TestExplainStepsAreOrdered(t *testing.T) {
 					t.Errorf("step %d listed after step %d", e.Steps[i].Number, e.Steps[i-1].Number)
 				}
 			}
-			if last := e.Steps[len(e.Steps)-1].Number; last != e.DecidedAt {
+			if last := e.Steps[len(e.Steps)-1].Number; last != int(e.DecidedAt) {
 				t.Errorf("last step %d, decided at %d", last, e.DecidedAt)
 			}
 		})
 	}
 }
 
-// failingStore fails every record read. It embeds the interface only, so
-// the manager cannot peek past it.
-type failingStore struct{ accessor.PullRecordsAccessor }
-
 var errDisk = errors.New("disk on fire")
-
-func (failingStore) GetImagePulledRecord(string) (*accessor.ImagePulledRecord, bool, error) {
-	return nil, true, &accessor.CorruptRecordError{Path: "x", Err: errDisk}
-}
-
-// intentFailingStore has no records and fails intent reads.
-type intentFailingStore struct{ *memstore.Store }
-
-func (intentFailingStore) ImagePullIntentExists(string) (bool, error) { return false, errDisk }
 
 func TestExplainFailsSafe(t *testing.T) {
 	policy, err := pullmanager.NewImagePullCredentialVerificationPolicy(pullmanager.NeverVerify, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, store := range map[string]accessor.PullRecordsAccessor{
-		"record": failingStore{memstore.New()},
-		"intent": intentFailingStore{memstore.New()},
+	// Every record read, or every intent read, fails. The manager is given
+	// the FaultyAccessor itself, without the memstore's RecordPeeker, so it
+	// cannot peek past the fault.
+	for name, fail := range map[string]struct {
+		method string
+		err    error
+	}{
+		"record": {"GetImagePulledRecord", &accessor.CorruptRecordError{Path: "x", Err: errDisk}},
+		"intent": {"ImagePullIntentExists", errDisk},
 	} {
 		t.Run(name, func(t *testing.T) {
+			store := accessortest.Faulty(memstore.New())
+			store.Fail(fail.method, fail.err)
 			e, err := Explain(context.Background(), store, Options{Policy: policy}, imgA, "ref", Pod{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := []any{e.MustPull, e.DecidedAt, e.Result, strings.Contains(e.Err, errDisk.Error())}
-			if diff := cmp.Diff([]any{true, 4, ResultError, true}, got); diff != "" {
+			got := []any{e.MustPull, e.DecidedAt, e.Result, strings.Contains(e.Error, errDisk.Error())}
+			if diff := cmp.Diff([]any{true, pullmanager.StepRecordsError, ResultError, true}, got); diff != "" {
 				t.Errorf("(mustPull, step, result, error shown) -want +got:\n%s", diff)
 			}
 		})
@@ -270,57 +267,80 @@ func TestExplainNeedsPolicy(t *testing.T) {
 	}
 }
 
-// TestFromManager checks the conversion field by field.
-func TestFromManager(t *testing.T) {
-	steps := []pullmanager.ExplainStep{{Number: 1, Check: "c1", Finding: "f1"}, {Number: 12, Check: "c12", Finding: "f12"}}
-	for _, tc := range []struct {
-		name string
-		in   pullmanager.Explanation
-		want Explanation
-	}{
-		{name: "not present",
-			in:   pullmanager.Explanation{Image: "i", MustPull: true, Step: 1, Rule: "image not present", Steps: steps[:1]},
-			want: Explanation{Image: "i", Policy: "P", MustPull: true, Result: ResultNotPresent, DecidedAt: 1, Rule: "image not present", Steps: []Step{{1, "c1", "f1"}}}},
-		{name: "would record",
-			in: pullmanager.Explanation{Image: "i", ImageRef: "r", Result: ResultRecordFound, Step: 12, Rule: "x", PulledByKubelet: true,
-				CredentialsLookedUp: true, WouldRecord: &pullmanager.SecretRef{UID: "u", Namespace: "n", Name: "s"}, Steps: steps},
-			want: Explanation{Image: "i", ImageRef: "r", Policy: "P", Result: ResultRecordFound, DecidedAt: 12, Rule: "x", PulledByKubelet: true,
-				CredentialsLookedUp: true, WouldRecord: &SecretRef{UID: "u", Namespace: "n", Name: "s"}, Steps: []Step{{1, "c1", "f1"}, {12, "c12", "f12"}}}},
-		{name: "fail-safe error",
-			in:   pullmanager.Explanation{MustPull: true, Result: ResultError, Step: 4, FailSafeErr: errDisk},
-			want: Explanation{Policy: "P", MustPull: true, Result: ResultError, DecidedAt: 4, Err: "disk on fire", Steps: []Step{}}},
-		{name: "credentials error",
-			in:   pullmanager.Explanation{MustPull: true, Result: ResultError, Step: 11, Err: errDisk},
-			want: Explanation{Policy: "P", MustPull: true, Result: ResultError, DecidedAt: 11, Err: "disk on fire", Steps: []Step{}}},
-	} {
+// TestExplainIsTheManagers checks that Explain shows the manager's own
+// explanation, changed only where documented: the result label of an absent
+// image and the policy's name. (Pod secrets without a hash are covered by
+// TestUnknownHash; every pod here gives its hashes.)
+func TestExplainIsTheManagers(t *testing.T) {
+	for _, tc := range cases() {
+		if slices.ContainsFunc(tc.pod.Secrets, func(s accessor.ImagePullSecret) bool { return s.CredentialHash == "" }) {
+			continue
+		}
 		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, FromManager(tc.in, "P")); diff != "" {
-				t.Errorf("-want +got:\n%s", diff)
+			got := explainCase(t, fixture(t), tc)
+			policy, err := pullmanager.NewImagePullCredentialVerificationPolicy(pullmanager.VerificationPolicy(policyOf(tc)), tc.allowlist)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			m, err := pullmanager.NewImagePullManager(ctx, fixture(t), policy, nil, pullmanager.WithPreloadedImageProtection(tc.protect))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := m.ExplainImagePull(ctx, tc.image, tc.imageRef, tc.pod.credentials())
+			if want.DecidedAt == pullmanager.StepImageNotPresent {
+				want.Result = ResultNotPresent
+			}
+			// Errors are made anew by each decision: compare their text.
+			sameText := cmp.Comparer(func(a, b error) bool { return fmt.Sprint(a) == fmt.Sprint(b) })
+			if diff := cmp.Diff(Explanation{Explanation: want}, got, sameText); diff != "" {
+				t.Errorf("Explain differs from the manager's explanation (-manager +Explain):\n%s", diff)
 			}
 		})
 	}
 }
 
-// TestJSONShape pins the JSON field names the command prints.
+// TestJSONShape pins the JSON field names and order the command prints.
 func TestJSONShape(t *testing.T) {
-	e := Explanation{Image: "i", ImageRef: "r", Policy: "P", Result: ResultRecordFound, DecidedAt: 12, Rule: "x",
-		WouldRecord: &SecretRef{UID: "u", Namespace: "n", Name: "s"}, Steps: []Step{{12, "c", "f"}}, Err: "e"}
+	e := Explanation{
+		Explanation: pullmanager.Explanation{Image: "i", ImageRef: "r", Policy: "P", Result: ResultRecordFound, DecidedAt: 12, Rule: "x",
+			WouldRecord: &SecretRef{UID: "u", Namespace: "n", Name: "s"}, Steps: []pullmanager.ExplainStep{{Number: 12, Check: "c", Finding: "f"}},
+			Error: "e", Err: errDisk, FailSafeErr: errDisk},
+		UnknownHashes:        []SecretRef{{UID: "u2", Namespace: "n2", Name: "s2"}},
+		HashUnknownMayMatter: true,
+	}
 	data, err := json.Marshal(e)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := `{"image":"i","imageRef":"r","policy":"P","mustPull":false,"result":"credentialRecordFound","decidedAt":12,` +
 		`"rule":"x","pulledByKubelet":false,"credentialsLookedUp":false,"wouldRecord":{"uid":"u","namespace":"n","name":"s"},` +
-		`"steps":[{"step":12,"check":"c","finding":"f"}],"error":"e"}`
+		`"steps":[{"step":12,"check":"c","finding":"f"}],"error":"e",` +
+		`"unknownHashes":[{"uid":"u2","namespace":"n2","name":"s2"}],"hashUnknownMayMatter":true}`
 	if diff := cmp.Diff(want, string(data)); diff != "" {
 		t.Errorf("-want +got:\n%s", diff)
 	}
-	data, err = json.Marshal(FromManager(pullmanager.Explanation{}, ""))
+	// An absent image: one step, an empty list of steps never prints as
+	// null, and the optional fields are left out.
+	policy, err := pullmanager.NewImagePullCredentialVerificationPolicy(pullmanager.NeverVerify, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(data), `"steps":[]`) || strings.Contains(string(data), "wouldRecord") || strings.Contains(string(data), "error") {
-		t.Errorf("empty explanation: %s", data)
+	if e, err = Explain(context.Background(), fixture(t), Options{Policy: policy}, imgA, "", noPod); err != nil {
+		t.Fatal(err)
+	}
+	if data, err = json.Marshal(e); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{`"result":"imageNotPresent"`, `"decidedAt":1,`, `"steps":[{"step":1,`} {
+		if !strings.Contains(string(data), s) {
+			t.Errorf("absent image: no %s in %s", s, data)
+		}
+	}
+	for _, s := range []string{"wouldRecord", "error", "unknownHashes", "hashUnknownMayMatter", "null"} {
+		if strings.Contains(string(data), s) {
+			t.Errorf("absent image: %s in %s", s, data)
+		}
 	}
 }
 
