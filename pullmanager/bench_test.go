@@ -224,6 +224,43 @@ func BenchmarkMustAttemptImagePullDistinctNames(b *testing.B) {
 	}
 }
 
+// BenchmarkMustAttemptImagePullNeverSeenString: every check carries an
+// image string the process has not seen lately (a new tag each time, of one
+// of 50 recorded names), so the cost of parsing a new string is measured
+// apart from the CPU-cache misses of a large record set. With the
+// kubelet's mapping keys the tag is cut and the check is a hit; with
+// WithNormalizedImageNames each string also passes through the name cache.
+func BenchmarkMustAttemptImagePullNeverSeenString(b *testing.B) {
+	ctx := logr.NewContext(context.Background(), logr.Discard())
+	const records, distinct = 50, 1 << 20
+	for _, mode := range []string{"upstream", "normalized"} {
+		b.Run(mode, func(b *testing.B) {
+			var mopts []Option
+			if mode == "normalized" {
+				mopts = append(mopts, WithNormalizedImageNames(true))
+			}
+			m, _ := benchManagerWith(b, fixture(b, records, 0), AlwaysVerify, mopts, fsstore.WithoutSync())
+			reqs := make([]benchRequest, distinct)
+			for i := range reqs {
+				j := i % records
+				reqs[i] = benchRequest{fmt.Sprintf("test.repo/org/img-%08d:v%d", j, i), benchRef(j)}
+			}
+			runtime.GC()
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				// After 2^20 checks the strings repeat: no cache here
+				// holds anywhere near that many.
+				r := reqs[i%len(reqs)]
+				if got, _ := m.MustAttemptImagePull(ctx, r.image, r.ref, noPodCreds); got {
+					b.Fatal("wrong answer")
+				}
+				i++
+			}
+		})
+	}
+}
+
 // BenchmarkMappingKey: the key of a never-seen image string, against
 // distribution/reference doing the same work (the kubelet's way).
 func BenchmarkMappingKey(b *testing.B) {
