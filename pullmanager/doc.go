@@ -14,10 +14,12 @@
 //
 // ExplainImagePull tells how MustAttemptImagePull answers, step by step,
 // for tools (an operator's command, a demo). It is not a second
-// implementation: the check and the explanation run the same decision code,
-// the explanation in a dry-run mode that writes nothing, logs nothing and
-// counts no metrics, reporting instead the secret the check would add to
-// the record. The check passes no tracer and pays nothing for this.
+// implementation: the check and the explanation run the same decision
+// function, which only reads and returns a verdict with the facts it looked
+// at; the check then logs, counts and makes the write the verdict names,
+// while the explanation is built from the verdict and writes nothing,
+// reporting instead the secret the check would add to the record. The check
+// allocates nothing for this.
 //
 // # Guarantees
 //
