@@ -60,6 +60,7 @@ type Option func(*options)
 type options struct {
 	noSync   bool
 	readOnly bool
+	noScan   bool // WithoutScan
 	workers  int
 	// wrap, when set, wraps each directory's file system (tests only).
 	wrap func(dir string, d dirFS) dirFS
@@ -117,6 +118,9 @@ func New(logger klog.Logger, kubeletDir string, opts ...Option) (*Store, error) 
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if o.noScan && !o.readOnly {
+		return nil, fmt.Errorf("opening pull records in %s: %w", kubeletDir, errScanNeeded)
+	}
 	intentsFS, recordsFS, lock, err := openDirs(logger, kubeletDir, !o.readOnly, !o.noSync)
 	if err != nil {
 		return nil, fmt.Errorf("opening pull records in %s: %w", kubeletDir, err)
@@ -134,6 +138,9 @@ func New(logger klog.Logger, kubeletDir string, opts ...Option) (*Store, error) 
 		s.records.fs = o.wrap(RecordsDir, s.records.fs)
 	}
 	for _, d := range []*dir{s.intents, s.records} {
+		if o.noScan {
+			break
+		}
 		if err := s.open(logger, d); err != nil {
 			s.intents.fs.Close()
 			s.records.fs.Close()
@@ -507,12 +514,13 @@ func (s *Store) DeleteImagePulledRecord(logger klog.Logger, imageRef string) err
 }
 
 // CountImagePullIntents returns the number of intent files, readable or not,
-// without touching the disk.
-func (s *Store) CountImagePullIntents() int { return s.intents.count() }
+// without touching the disk (a store opened WithoutScan lists the directory).
+func (s *Store) CountImagePullIntents() int { return s.countOf(s.intents) }
 
 // CountImagePulledRecords returns the number of pulled record files, readable
-// or not, without touching the disk.
-func (s *Store) CountImagePulledRecords() int { return s.records.count() }
+// or not, without touching the disk (a store opened WithoutScan lists the
+// directory).
+func (s *Store) CountImagePulledRecords() int { return s.countOf(s.records) }
 
 func (s *Store) put(logger klog.Logger, d *dir, name string, data []byte) error {
 	unlock := s.locks.Lock(name)
