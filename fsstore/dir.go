@@ -300,30 +300,7 @@ func (d *dir) load(names []typedEntry, workers int, deferDecode bool) []loaded {
 					return
 				}
 				for i := k * blockSize; i < min((k+1)*blockSize, len(names)); i++ {
-					var data []byte
-					ok := false
-					if b != nil && names[i].typ == 0 {
-						data, ok = b.read(names[i].name, buf)
-						buf = data[:0]
-					}
-					if !ok {
-						out[i] = d.loadOne(names[i].name)
-						continue
-					}
-					if deferDecode {
-						if version, ok := d.validate(names[i].name, data); ok {
-							out[i] = loaded{
-								name: names[i].name,
-								dec:  accessor.Decoded{Kind: d.kind, Version: version},
-								// Kept without the prefix every such
-								// file starts with; each puts it back.
-								raw: bytes.Clone(data[len(d.canonPrefix):]),
-							}
-							continue
-						}
-					}
-					dec, err := d.decode(names[i].name, data)
-					out[i] = loaded{name: names[i].name, dec: dec, err: err}
+					out[i], buf = d.readEntry(b, names[i], buf, deferDecode)
 				}
 			}
 		})
@@ -332,15 +309,49 @@ func (d *dir) load(names []typedEntry, workers int, deferDecode bool) []loaded {
 	return slices.DeleteFunc(out, func(l loaded) bool { return l.name == "" })
 }
 
+// readEntry reads and decodes one listed entry as load does, through b (when
+// not nil) if the listing says it is a regular file, and returns buf for the
+// next call. A file that disappeared gives a loaded with no name.
+func (d *dir) readEntry(b batch, e typedEntry, buf []byte, deferDecode bool) (loaded, []byte) {
+	var data []byte
+	ok := false
+	if b != nil && e.typ == 0 {
+		data, ok = b.read(e.name, buf)
+		buf = data[:0]
+	}
+	if !ok {
+		return d.loadOne(e.name), buf
+	}
+	if deferDecode {
+		if version, ok := d.validate(e.name, data); ok {
+			return loaded{
+				name: e.name,
+				dec:  accessor.Decoded{Kind: d.kind, Version: version},
+				// Kept without the prefix every such file starts
+				// with; each puts it back.
+				raw: bytes.Clone(data[len(d.canonPrefix):]),
+			}, buf
+		}
+	}
+	dec, err := d.decode(e.name, data)
+	return loaded{name: e.name, dec: dec, err: err}, buf
+}
+
 // validate reports whether data is a canonical v1beta1 file of the
 // directory's kind whose key is name's: one that decodes without error.
 func (d *dir) validate(name string, data []byte) (version string, ok bool) {
+	f, ok := d.canonical(name, data)
+	return f.Version, ok
+}
+
+// canonical is validate, returning what accessor.ValidateCanonical found.
+func (d *dir) canonical(name string, data []byte) (accessor.CanonicalFile, bool) {
 	f, ok := accessor.ValidateCanonical(data)
 	if !ok || f.Kind != d.kind || f.Version != accessor.VersionV1beta1 || FileName(f.Key) != name ||
 		!bytes.HasPrefix(data, d.canonPrefix) {
-		return "", false
+		return accessor.CanonicalFile{}, false
 	}
-	return f.Version, true
+	return f, true
 }
 
 func (d *dir) loadOne(name string) loaded {
