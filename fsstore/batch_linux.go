@@ -128,10 +128,16 @@ func (b *rawBatch) close() error { return b.dir.Close() }
 // regular file of at most maxFileSize bytes that could be read whole. ok is
 // false for anything else, the caller then takes the careful path.
 func (b *rawBatch) read(name string, buf []byte) (data []byte, ok bool) {
+	data, _, ok = b.readStat(name, buf)
+	return data, ok
+}
+
+// readStat is read, also returning what fstat said of the file read.
+func (b *rawBatch) readStat(name string, buf []byte) (data []byte, st fileStat, ok bool) {
 	// NUL-terminated name on the stack for names of the store's length.
 	var pathBuf [128]byte
 	if len(name) >= len(pathBuf) {
-		return buf, false
+		return buf, st, false
 	}
 	copy(pathBuf[:], name)
 	var fd int
@@ -142,17 +148,18 @@ func (b *rawBatch) read(name string, buf []byte) (data []byte, ok bool) {
 			continue
 		}
 		if errno != 0 {
-			return buf, false
+			return buf, st, false
 		}
 		fd = int(r)
 		break
 	}
 	defer syscall.Close(fd)
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Size > maxFileSize {
-		return buf, false
+	var sys syscall.Stat_t
+	if err := syscall.Fstat(fd, &sys); err != nil || sys.Mode&syscall.S_IFMT != syscall.S_IFREG || sys.Size > maxFileSize {
+		return buf, st, false
 	}
-	size := int(st.Size)
+	st = fileStat{perm: fs.FileMode(sys.Mode).Perm(), uid: sys.Uid}
+	size := int(sys.Size)
 	if cap(buf) < size+1 {
 		buf = make([]byte, size+1, max(size+1, 2*cap(buf)))
 	}
@@ -164,7 +171,7 @@ func (b *rawBatch) read(name string, buf []byte) (data []byte, ok bool) {
 			continue
 		}
 		if err != nil {
-			return buf, false
+			return buf, st, false
 		}
 		if m == 0 {
 			break
@@ -177,8 +184,8 @@ func (b *rawBatch) read(name string, buf []byte) (data []byte, ok bool) {
 		}
 	}
 	if n != size {
-		return buf, false
+		return buf, st, false
 	}
 	runtime.KeepAlive(b.dir)
-	return buf[:n], true
+	return buf[:n], st, true
 }

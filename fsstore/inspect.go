@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -65,7 +66,9 @@ type Report struct {
 	// key, including old-version and bad-mode ones.
 	Intents, Records int
 	// Files lists only the entries with a problem (one problem per entry,
-	// the most serious) and readable old-version files.
+	// the most serious) and readable old-version files: image_manager/
+	// itself, then each directory (itself first, then its entries in name
+	// order).
 	Files []FileReport
 }
 
@@ -136,22 +139,16 @@ func inspectDir(root *os.Root, d *dir, owner ownerCheck, r *Report) error {
 		r.Files = append(r.Files, FileReport{Dir: d.name, Problem: ProblemBadMode,
 			Err: fmt.Errorf("directory mode %v, want %v", fi.Mode().Perm(), dirPerm)})
 	}
-	entries, err := d.fs.ReadDir()
+	entries, err := d.listAll()
 	if err != nil {
 		return fmt.Errorf("listing %s: %w", d.path, err)
 	}
-	for _, e := range entries {
-		fr, ok := inspectEntry(d, owner, e.Name(), e.Type())
-		if ok {
-			if d.name == IntentsDir {
-				r.Intents++
-			} else {
-				r.Records++
-			}
-		}
-		if fr.Problem != "" {
-			r.Files = append(r.Files, fr)
-		}
+	files, readable := d.inspectAll(entries, owner, runtime.GOMAXPROCS(0))
+	r.Files = append(r.Files, files...)
+	if d.name == IntentsDir {
+		r.Intents += readable
+	} else {
+		r.Records += readable
 	}
 	return nil
 }
@@ -183,6 +180,27 @@ func inspectEntry(d *dir, owner ownerCheck, name string, typ fs.FileMode) (fr Fi
 		}
 		return fr, false
 	}
+	fr, ok, done := inspectContent(d, fr, data)
+	if done {
+		return fr, ok
+	}
+	info, err := d.fs.Lstat(name)
+	if err != nil {
+		return fr, true
+	}
+	return modeProblem(fr, owner.check(info), info.Mode().Perm()), true
+}
+
+// inspectContent judges the content of the record file fr names. done says
+// the verdict is final; otherwise the file reads back under its own key in
+// the current version and only its mode and owner are left to check.
+func inspectContent(d *dir, fr FileReport, data []byte) (_ FileReport, ok, done bool) {
+	name := fr.Name
+	if f, ok := d.canonical(name, data); ok {
+		// The form the kubelet writes, checked without decoding.
+		fr.Kind, fr.Version, fr.Key = f.Kind, f.Version, f.Key
+		return fr, true, false
+	}
 	dec, err := d.decode(name, data)
 	fr.Kind, fr.Version, fr.Key = dec.Kind, dec.Version, dec.Key()
 	switch {
@@ -191,28 +209,30 @@ func inspectEntry(d *dir, owner ownerCheck, name string, typ fs.FileMode) (fr Fi
 		if d, derr := accessor.Decode(data); derr == nil {
 			fr.Kind, fr.Version, fr.Key = d.Kind, d.Version, d.Key()
 		}
-		return fr, false
+		return fr, false, true
 	case errors.Is(err, ErrKeyMismatch):
 		fr.Problem, fr.Err = ProblemKeyMismatch, err
-		return fr, false
+		return fr, false, true
 	case err != nil:
 		fr.Problem, fr.Err = ProblemCorrupt, err
-		return fr, false
+		return fr, false, true
 	case dec.Version == accessor.VersionV1alpha1:
 		fr.Problem = ProblemOldVersion
-		return fr, true
+		return fr, true, true
 	}
-	info, err := d.fs.Lstat(name)
-	if err != nil {
-		return fr, true
-	}
-	if err := owner.check(info); err != nil {
-		fr.Problem, fr.Err = ProblemBadOwner, err
-	} else if info.Mode().Perm() != filePerm {
+	return fr, true, false
+}
+
+// modeProblem reports a readable record file owned by another user
+// (ownerErr) or with another mode than 0600.
+func modeProblem(fr FileReport, ownerErr error, perm fs.FileMode) FileReport {
+	if ownerErr != nil {
+		fr.Problem, fr.Err = ProblemBadOwner, ownerErr
+	} else if perm != filePerm {
 		fr.Problem = ProblemBadMode
-		fr.Err = fmt.Errorf("file mode %v, want %v", info.Mode().Perm(), filePerm)
+		fr.Err = fmt.Errorf("file mode %v, want %v", perm, filePerm)
 	}
-	return fr, true
+	return fr
 }
 
 // Repair fixes what r reports (run Inspect first; a nil r runs it): it moves

@@ -16,11 +16,16 @@ type ownerCheck struct {
 
 // check returns an error when fi is not owned by the expected user.
 func (o ownerCheck) check(fi fs.FileInfo) error {
-	if !o.ok {
+	uid, ok := fileOwner(fi)
+	if !ok {
 		return nil
 	}
-	uid, ok := fileOwner(fi)
-	if !ok || uid == o.uid {
+	return o.checkUID(uid)
+}
+
+// checkUID is check for an entry owned by uid.
+func (o ownerCheck) checkUID(uid uint32) error {
+	if !o.ok || uid == o.uid {
 		return nil
 	}
 	return fmt.Errorf("owned by uid %d, image_manager/ by uid %d", uid, o.uid)
