@@ -136,10 +136,29 @@
 // kind happens first, or a migration wrote a file under a new name, the
 // first list reads the disk like every later list.
 //
+// # Reading without the open-time scan
+//
+// A read-only store opened WithoutScan reads no entry at open: a point read
+// (GetImagePulledRecord, ImagePullIntentExists) then lists nothing and reads
+// exactly the one file FileName(key) names, with every rule above: a
+// non-regular entry, an oversized file, an undecodable file or an unknown
+// version under that name is a *accessor.CorruptRecordError, never "not
+// found", and v1alpha1 files decode. Its lists read the disk and its counts
+// list the directory on every call. WalkImagePulledRecords and
+// WalkImagePullIntents (on any store) hand out every entry as the files are
+// read, on one worker per core, holding a few blocks of 256 decoded records
+// at most: ByFileName reads each file once, ByKey reads each file twice
+// (the first time for its key only, kept with its name) to hand the records
+// out sorted by key. The pullrecords get and ls commands use them.
+//
 // # Inspection and repair
 //
-// Inspect reads both directories without writing and reports every entry
-// with a problem (Problem values); Repair, under the store's lock,
+// Inspect reads both directories without writing, on one worker per core,
+// and reports every entry with a problem (Problem values), in name order; a
+// regular file under a record name is read through the directory's
+// descriptor (openat, fstat, read, close: the fstat gives its mode and
+// owner) and a file in the kubelet's form is checked without being decoded.
+// Repair, under the store's lock,
 // quarantines bad entries under image_manager/quarantine, removes temporary
 // files, rewrites v1alpha1 files and fixes modes. The pullrecords fsck
 // command uses them.
