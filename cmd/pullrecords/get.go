@@ -22,7 +22,9 @@ Exit status 1 when no record is stored for IMAGEREF (as kubectl's NotFound).`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeGet(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			store, err := g.openReadOnly()
+			// Reads the one file FileName(IMAGEREF), whatever the
+			// number of records.
+			store, err := g.openUnscanned()
 			if err != nil {
 				return err
 			}

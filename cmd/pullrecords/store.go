@@ -59,7 +59,17 @@ type emptyStore struct{ *memstore.Store }
 func (emptyStore) Close() error { return nil }
 
 // openReadOnly opens the store under --kubelet-dir without writing anything.
-func (g *globalOptions) openReadOnly() (readStore, error) {
+func (g *globalOptions) openReadOnly() (readStore, error) { return g.openRead() }
+
+// openUnscanned is openReadOnly without the read of every file at open
+// (fsstore.WithoutScan): opening costs the same whatever the number of
+// records, a point read (get) reads the one file its key names, and a walk
+// (ls) reads the directory as it goes.
+func (g *globalOptions) openUnscanned() (readStore, error) {
+	return g.openRead(fsstore.WithoutScan())
+}
+
+func (g *globalOptions) openRead(opts ...fsstore.Option) (readStore, error) {
 	if err := checkKubeletDir(g.kubeletDir); err != nil {
 		return nil, err
 	}
@@ -71,7 +81,7 @@ func (g *globalOptions) openReadOnly() (readStore, error) {
 		fmt.Fprintf(g.stderr, "pullrecords: note: %s has no %s directory: no records\n", g.kubeletDir, fsstore.DirName)
 		return emptyStore{memstore.New()}, nil
 	}
-	s, err := fsstore.New(g.logger(), g.kubeletDir, fsstore.WithReadOnly())
+	s, err := fsstore.New(g.logger(), g.kubeletDir, append([]fsstore.Option{fsstore.WithReadOnly()}, opts...)...)
 	if err != nil {
 		return nil, describeFSError(err)
 	}
