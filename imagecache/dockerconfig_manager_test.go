@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/pullrecords/pullrecords/accessor"
+	"github.com/pullrecords/pullrecords/pullmanager"
 )
 
 // secretMaterial is every password, "auth" value and credential hash of
@@ -56,6 +57,16 @@ func resultsByImage(st CacheStatus) map[string]ImageWorkResult {
 	return out
 }
 
+// mappingKey is the key the pull manager maps image's credentials under.
+func mappingKey(t *testing.T, image string) string {
+	t.Helper()
+	key, err := pullmanager.MappingKey(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
 func secretRecord(hash string) accessor.ImagePullCredentials {
 	return accessor.ImagePullCredentials{KubernetesSecrets: []accessor.ImagePullSecret{
 		{UID: "uid-1", Namespace: "ns", Name: "regcred", CredentialHash: hash}}}
@@ -66,7 +77,7 @@ func secretRecord(hash string) accessor.ImagePullCredentials {
 // kubelet records for a pod with that secret (the upstream vectors of
 // dockerconfig_test.go), and keeps only the path in the state file.
 func TestDockerConfigPullsAndRecordsAsTheKubelet(t *testing.T) {
-	f := newFixture()
+	f := newFixture(t)
 	f.images.private["registry.example.com/team-a/app:1"] = "u-app:p-app"
 	f.images.private["quay.io/coreos/etcd:v3"] = "u-quay:p-quay"
 	f.images.private["ubuntu"] = "hubuser:hubpass1"
@@ -94,7 +105,8 @@ func TestDockerConfigPullsAndRecordsAsTheKubelet(t *testing.T) {
 		"quay.io/coreos/etcd:v3":            "e0199edf5ae22a704efdb3ad3b0eb82fac5cfd99f5a788514b48a362ac345781",
 		"ubuntu":                            "bdd44c2e61ae768cb2a1aa1e94b6d9de66082e582806271d9e4e55c8738a9348",
 	} {
-		if diff := cmp.Diff([]accessor.ImagePullCredentials{secretRecord(hash)}, f.pulls.recorded(imageID(img))); diff != "" {
+		want := map[string]accessor.ImagePullCredentials{mappingKey(t, img): secretRecord(hash)}
+		if diff := cmp.Diff(want, f.mapping(t, imageID(img))); diff != "" {
 			t.Errorf("record of %s (-kubelet +got):\n%s", img, diff)
 		}
 	}
@@ -102,8 +114,8 @@ func TestDockerConfigPullsAndRecordsAsTheKubelet(t *testing.T) {
 	if msg := res["registry.example.com/team-a/app:1"].Message; !strings.Contains(msg, `secret ns/regcred (docker config entry "https://registry.example.com/v2/team-a/app")`) {
 		t.Errorf("message %q does not name the secret and entry", msg)
 	}
-	if len(f.pulls.outstanding()) != 0 {
-		t.Errorf("intents left: %v", f.pulls.outstanding())
+	if out := f.intentsLeft(t); len(out) != 0 {
+		t.Errorf("intents left: %v", out)
 	}
 
 	state, err := os.ReadFile(filepath.Join(stateDir, stateFile))
@@ -131,11 +143,13 @@ func TestDockerConfigPullsAndRecordsAsTheKubelet(t *testing.T) {
 	}
 }
 
-// The secret is read again at every pull: after the kubelet rotates a
-// mounted secret (a new ..data), a refresh finds the image not recorded
-// for the new credential and pulls with it.
+// The secret is read again at every check and pull: after the kubelet
+// rotates a mounted secret (a new ..data), a refresh checks with the new
+// credential (the pull manager trusts the same secret object's rotated
+// content and records its new hash), and once the image is gone a refresh
+// pulls with it.
 func TestDockerConfigRotatedSecret(t *testing.T) {
-	f := newFixture()
+	f := newFixture(t)
 	const img = "registry.example.com/app:1"
 	f.images.private[img] = "old:old-pass"
 	secretDir := filepath.Join(t.TempDir(), "regcred")
@@ -165,18 +179,30 @@ func TestDockerConfigRotatedSecret(t *testing.T) {
 	if err := m.Refresh(ctx, "ns", "c"); err != nil {
 		t.Fatal(err)
 	}
-	if st := f.sink.wait(t); st.Counts[StatusSucceeded] != 1 {
+	if st := f.sink.wait(t); st.Counts[StatusAlreadyPulled] != 1 {
 		t.Fatalf("refresh after rotation: %+v", st)
+	}
+	want := map[string]accessor.ImagePullCredentials{"registry.example.com/app": secretRecord(credentialHash(&PullSecret{Username: "new", Password: "new-pass"}))}
+	if diff := cmp.Diff(want, f.mapping(t, imageID(img))); diff != "" {
+		t.Errorf("record after the check with the rotated secret (-want +got):\n%s", diff)
+	}
+
+	// The image disappears (kubelet GC): the refresh pulls with the new
+	// credential.
+	if err := f.images.RemoveImage(ctx, img); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Refresh(ctx, "ns", "c"); err != nil {
+		t.Fatal(err)
+	}
+	if st := f.sink.wait(t); st.Counts[StatusSucceeded] != 1 {
+		t.Fatalf("refresh after rotation and removal: %+v", st)
 	}
 	if diff := cmp.Diff([]pullCall{{img, "old"}, {img, "new"}}, f.images.pullCalls()); diff != "" {
 		t.Errorf("CRI pulls (-want +got):\n%s", diff)
 	}
-	want := []accessor.ImagePullCredentials{
-		secretRecord(credentialHash(&PullSecret{Username: "old", Password: "old-pass"})),
-		secretRecord(credentialHash(&PullSecret{Username: "new", Password: "new-pass"})),
-	}
-	if diff := cmp.Diff(want, f.pulls.recorded(imageID(img))); diff != "" {
-		t.Errorf("records (-want +got):\n%s", diff)
+	if diff := cmp.Diff(want, f.mapping(t, imageID(img))); diff != "" {
+		t.Errorf("record after the pull (-want +got):\n%s", diff)
 	}
 }
 
@@ -211,9 +237,9 @@ func TestDockerConfigUnusable(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture()
+			f := newFixture(t)
 			f.images.preload(tc.image) // present: not even "already pulled" without a credential
-			f.pulls.seed(imageID(tc.image), accessor.ImagePullCredentials{NodePodsAccessible: true})
+			f.seed(t, tc.image, accessor.ImagePullCredentials{NodePodsAccessible: true})
 			m, logs := f.loggedManager(t)
 			run(t, m)
 			secret := &PullSecret{Namespace: "ns", Name: "regcred", UID: "uid-1", DockerConfigPath: tc.path()}
@@ -238,11 +264,8 @@ func TestDockerConfigUnusable(t *testing.T) {
 			if calls := f.images.pullCalls(); len(calls) != 0 {
 				t.Errorf("CRI pulls: %v, want none", calls)
 			}
-			f.pulls.mu.Lock()
-			calls := f.pulls.calls
-			f.pulls.mu.Unlock()
-			if len(calls) != 0 {
-				t.Errorf("pull manager calls: %v, want none", calls)
+			if calls := f.records.Calls(); len(calls) != 0 {
+				t.Errorf("pull record calls: %v, want none", calls)
 			}
 		})
 	}
@@ -274,7 +297,7 @@ func TestDockerConfigTriesMatchingEntriesInOrder(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture()
+			f := newFixture(t)
 			f.images.private[img] = tc.private
 			f.images.failures[img] = tc.failures
 			dir := filepath.Join(t.TempDir(), "regcred")
@@ -296,12 +319,12 @@ func TestDockerConfigTriesMatchingEntriesInOrder(t *testing.T) {
 			if diff := cmp.Diff(tc.wantUsers, users); diff != "" {
 				t.Errorf("users tried (-want +got):\n%s", diff)
 			}
-			var want []accessor.ImagePullCredentials
+			var want map[string]accessor.ImagePullCredentials
 			if tc.wantRecord != "" {
 				u, p, _ := strings.Cut(tc.wantRecord, ":")
-				want = append(want, secretRecord(credentialHash(&PullSecret{Username: u, Password: p})))
+				want = map[string]accessor.ImagePullCredentials{mappingKey(t, img): secretRecord(credentialHash(&PullSecret{Username: u, Password: p}))}
 			}
-			if diff := cmp.Diff(want, f.pulls.recorded(imageID(img))); diff != "" {
+			if diff := cmp.Diff(want, f.mapping(t, imageID(img))); diff != "" {
 				t.Errorf("records (-want +got):\n%s", diff)
 			}
 			if r.Status == StatusFailed {
@@ -311,8 +334,8 @@ func TestDockerConfigTriesMatchingEntriesInOrder(t *testing.T) {
 					}
 				}
 			}
-			if len(f.pulls.outstanding()) != 0 {
-				t.Errorf("intents left: %v", f.pulls.outstanding())
+			if out := f.intentsLeft(t); len(out) != 0 {
+				t.Errorf("intents left: %v", out)
 			}
 		})
 	}
@@ -323,9 +346,9 @@ func TestDockerConfigTriesMatchingEntriesInOrder(t *testing.T) {
 // for the secret's second matching entry is not pulled again.
 func TestDockerConfigAlreadyPulledWithAnyMatchingEntry(t *testing.T) {
 	const img = "registry.example.com/team-a/app:1"
-	f := newFixture()
+	f := newFixture(t)
 	f.images.preload(img)
-	f.pulls.seed(imageID(img), secretRecord(credentialHash(&PullSecret{Username: "host", Password: "p-host"})))
+	f.seed(t, img, secretRecord(credentialHash(&PullSecret{Username: "host", Password: "p-host"})))
 	dir := filepath.Join(t.TempDir(), "regcred")
 	mountSecret(t, dir, map[string]string{".dockerconfigjson": `{"auths":{"registry.example.com/team-a":{"username":"team","password":"t"},"registry.example.com":{"username":"host","password":"p-host"}}}`})
 	m := f.manager(t)
@@ -346,7 +369,7 @@ func TestDockerConfigAlreadyPulledWithAnyMatchingEntry(t *testing.T) {
 // by Apply and Sync with ErrInvalidPullSecret (an ErrInvalidCache), before
 // anything is persisted.
 func TestApplyRefusesAmbiguousPullSecret(t *testing.T) {
-	f := newFixture()
+	f := newFixture(t)
 	dir := filepath.Join(t.TempDir(), "state")
 	m := f.manager(t, WithStateDir(dir))
 	ctx := context.Background()
@@ -390,7 +413,7 @@ func TestStateFileCredentials(t *testing.T) {
 	secretDir := filepath.Join(t.TempDir(), "regcred")
 	mountSecret(t, secretDir, map[string]string{".dockerconfigjson": mainConfig})
 
-	f := newFixture()
+	f := newFixture(t)
 	m1 := f.manager(t, WithStateDir(dir)) // never run: the work stays pending
 	if err := m1.Apply(ctx, ImageCache{Namespace: "ns", Name: "inline", Images: []string{"reg/a:1"}, PullSecret: aliceSecret}); err != nil {
 		t.Fatal(err)
@@ -416,7 +439,7 @@ func TestStateFileCredentials(t *testing.T) {
 	}
 	assertNoSecretMaterial(t, "the state file", string(data))
 
-	f2 := newFixture()
+	f2 := newFixture(t)
 	f2.images.private["quay.io/coreos/etcd:v3"] = "u-quay:p-quay"
 	f2.images.private["reg/a:1"] = "alice:s3cret"
 	m2 := f2.manager(t, WithStateDir(dir))
@@ -429,8 +452,8 @@ func TestStateFileCredentials(t *testing.T) {
 	if diff := cmp.Diff(map[string]ImageWorkStatus{"inline": StatusSucceeded, "path": StatusSucceeded}, got); diff != "" {
 		t.Errorf("resumed (-want +got):\n%s", diff)
 	}
-	want := []accessor.ImagePullCredentials{secretRecord("e0199edf5ae22a704efdb3ad3b0eb82fac5cfd99f5a788514b48a362ac345781")}
-	if diff := cmp.Diff(want, f2.pulls.recorded(imageID("quay.io/coreos/etcd:v3"))); diff != "" {
+	want := map[string]accessor.ImagePullCredentials{"quay.io/coreos/etcd": secretRecord("e0199edf5ae22a704efdb3ad3b0eb82fac5cfd99f5a788514b48a362ac345781")}
+	if diff := cmp.Diff(want, f2.mapping(t, imageID("quay.io/coreos/etcd:v3"))); diff != "" {
 		t.Errorf("record after resume (-want +got):\n%s", diff)
 	}
 }

@@ -3,13 +3,15 @@ package imagecache_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
-	"time"
 
 	"k8s.io/klog/v2"
 
 	"github.com/pullrecords/pullrecords/accessor"
 	"github.com/pullrecords/pullrecords/imagecache"
+	"github.com/pullrecords/pullrecords/memstore"
 	"github.com/pullrecords/pullrecords/pullmanager"
 )
 
@@ -43,32 +45,31 @@ func (m *memImages) RemoveImage(_ context.Context, image string) error {
 	return nil
 }
 
-// printingPulls stands in for the pull manager (use
-// pullmanager.NewImagePullManager) and prints what gets recorded.
-type printingPulls struct{}
-
-func (printingPulls) RecordPullIntent(_ klog.Logger, image string) error { return nil }
-func (printingPulls) RecordImagePulled(_ context.Context, image, ref string, c *accessor.ImagePullCredentials) {
-	fmt.Printf("recorded %s as %s, node-wide=%t secrets=%d\n", image, ref, c.NodePodsAccessible, len(c.KubernetesSecrets))
-}
-func (printingPulls) RecordImagePullFailed(context.Context, string) {}
-func (printingPulls) MustAttemptImagePull(context.Context, string, string, pullmanager.GetPodCredentials) (bool, error) {
-	return true, nil
-}
-func (printingPulls) PruneUnknownRecords(context.Context, []string, time.Time) {}
-
 func Example() {
+	ctx := context.Background()
+	// The pull records and the pull manager the kubelet's checks ask; the
+	// in-memory store stands in for the kubelet's directory.
+	records := memstore.New()
+	policy, err := pullmanager.NewImagePullCredentialVerificationPolicy(pullmanager.NeverVerifyPreloadedImages, nil)
+	if err != nil {
+		panic(err)
+	}
+	pulls, err := pullmanager.NewImagePullManager(ctx, records, policy, nil)
+	if err != nil {
+		panic(err)
+	}
+
 	done := make(chan imagecache.CacheStatus, 1)
-	m, err := imagecache.New(klog.Background(), &memImages{images: map[string]string{}}, printingPulls{},
+	m, err := imagecache.New(klog.Background(), &memImages{images: map[string]string{}}, pulls,
 		imagecache.WithWorkers(1),
 		imagecache.WithStatusHandler(func(s imagecache.CacheStatus) { done <- s }),
 	)
 	if err != nil {
 		panic(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	runCtx, cancel := context.WithCancel(ctx)
 	stopped := make(chan struct{})
-	go func() { _ = m.Run(ctx); close(stopped) }()
+	go func() { _ = m.Run(runCtx); close(stopped) }()
 
 	err = m.Apply(ctx, imagecache.ImageCache{
 		Namespace: "tenant-a", Name: "warm",
@@ -86,10 +87,19 @@ func Example() {
 	}
 	cancel()
 	<-stopped
+
+	// What the pull manager recorded: each image for the secret only.
+	recs, _ := records.ListImagePulledRecords()
+	slices.SortFunc(recs, func(a, b *accessor.ImagePulledRecord) int { return strings.Compare(a.ImageRef, b.ImageRef) })
+	for _, r := range recs {
+		for name, c := range r.CredentialMapping {
+			fmt.Printf("recorded %s as %s, node-wide=%t secrets=%d\n", name, r.ImageRef, c.NodePodsAccessible, len(c.KubernetesSecrets))
+		}
+	}
 	// Output:
-	// recorded registry.example/app:1 as sha256:1, node-wide=false secrets=1
-	// recorded registry.example/db:2 as sha256:2, node-wide=false secrets=1
 	// tenant-a/warm create: 2 succeeded, complete=true
 	// registry.example/app:1 succeeded Pulled
 	// registry.example/db:2 succeeded Pulled
+	// recorded registry.example/app as sha256:1, node-wide=false secrets=1
+	// recorded registry.example/db as sha256:2, node-wide=false secrets=1
 }

@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/klog/v2"
-
-	"github.com/pullrecords/pullrecords/accessor"
 	"github.com/pullrecords/pullrecords/pullmanager"
 )
 
@@ -56,6 +53,20 @@ func (f *fakeImages) preload(images ...string) {
 		f.images[img] = imageID(img)
 		f.images[imageID(img)] = imageID(img)
 	}
+}
+
+// pulled makes image present after a pull: a name the runtime already
+// resolves keeps its image (the content behind the name did not change),
+// another name gets an image of its own.
+func (f *fakeImages) pulled(image string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	id, ok := f.images[image]
+	if !ok {
+		id = imageID(image)
+		f.images[image] = id
+	}
+	f.images[id] = id
 }
 
 func (f *fakeImages) has(image string) bool {
@@ -118,7 +129,7 @@ func (f *fakeImages) PullImage(ctx context.Context, image string, auth *pullmana
 	if want != "" && (auth == nil || auth.Username+":"+auth.Password != want) {
 		return "", &serviceError{msg: "pulling failed: 401 Unauthorized", unauthorized: true}
 	}
-	f.preload(image)
+	f.pulled(image)
 	if f.digestRefs {
 		return image + "@sha256:0123456789abcdef", nil
 	}
@@ -161,144 +172,6 @@ func (e *serviceError) Timeout() bool      { return e.timeout }
 func (e *serviceError) Transient() bool    { return e.transient }
 
 var errUnavailable = &serviceError{msg: "runtime busy", transient: true}
-
-// fakePulls is a recording pull manager with a simplified decision: a pod
-// may use a recorded image when the record is node-wide or names the pod's
-// secret with the same hash.
-type fakePulls struct {
-	mu      sync.Mutex
-	calls   []string
-	intents map[string]int
-	records map[string][]accessor.ImagePullCredentials
-	store   *fakeRecords // pulled records are mirrored here when set
-}
-
-func newFakePulls() *fakePulls {
-	return &fakePulls{intents: map[string]int{}, records: map[string][]accessor.ImagePullCredentials{}}
-}
-
-var _ pullmanager.ImagePullManager = (*fakePulls)(nil)
-
-func (p *fakePulls) RecordPullIntent(_ klog.Logger, image string) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.calls = append(p.calls, "intent "+image)
-	p.intents[image]++
-	return nil
-}
-
-func (p *fakePulls) RecordImagePulled(_ context.Context, image, imageRef string, c *accessor.ImagePullCredentials) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.calls = append(p.calls, "pulled "+image)
-	p.intents[image]--
-	p.records[imageRef] = append(p.records[imageRef], *c)
-	if p.store != nil {
-		_ = p.store.WriteImagePulledRecord(klog.Background(), &accessor.ImagePulledRecord{ImageRef: imageRef,
-			CredentialMapping: map[string]accessor.ImagePullCredentials{image: *c}})
-	}
-}
-
-func (p *fakePulls) RecordImagePullFailed(_ context.Context, image string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.calls = append(p.calls, "failed "+image)
-	p.intents[image]--
-}
-
-func (p *fakePulls) MustAttemptImagePull(_ context.Context, image, imageRef string, get pullmanager.GetPodCredentials) (bool, error) {
-	p.mu.Lock()
-	recs := append([]accessor.ImagePullCredentials(nil), p.records[imageRef]...)
-	p.mu.Unlock()
-	secrets, _, err := get()
-	if err != nil {
-		return true, err
-	}
-	for _, c := range recs {
-		if c.NodePodsAccessible {
-			return false, nil
-		}
-		for _, have := range c.KubernetesSecrets {
-			for _, s := range secrets {
-				if s == have {
-					return false, nil
-				}
-			}
-		}
-	}
-	return true, nil
-}
-
-func (p *fakePulls) PruneUnknownRecords(context.Context, []string, time.Time) {}
-
-// outstanding returns images with an intent not followed by a pulled or
-// failed record.
-func (p *fakePulls) outstanding() map[string]int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := map[string]int{}
-	for img, n := range p.intents {
-		if n != 0 {
-			out[img] = n
-		}
-	}
-	return out
-}
-
-func (p *fakePulls) recorded(imageRef string) []accessor.ImagePullCredentials {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]accessor.ImagePullCredentials(nil), p.records[imageRef]...)
-}
-
-func (p *fakePulls) seed(imageRef string, c accessor.ImagePullCredentials) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.records[imageRef] = append(p.records[imageRef], c)
-}
-
-// fakeRecords is a map-backed PullRecordsAccessor (only what purges use is
-// meaningful).
-type fakeRecords struct {
-	mu      sync.Mutex
-	records map[string]*accessor.ImagePulledRecord
-}
-
-func newFakeRecords() *fakeRecords {
-	return &fakeRecords{records: map[string]*accessor.ImagePulledRecord{}}
-}
-
-func (r *fakeRecords) ListImagePullIntents() ([]*accessor.ImagePullIntent, error) { return nil, nil }
-func (r *fakeRecords) ImagePullIntentExists(string) (bool, error)                 { return false, nil }
-func (r *fakeRecords) WriteImagePullIntent(klog.Logger, string) error             { return nil }
-func (r *fakeRecords) DeleteImagePullIntent(klog.Logger, string) error            { return nil }
-func (r *fakeRecords) ListImagePulledRecords() ([]*accessor.ImagePulledRecord, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []*accessor.ImagePulledRecord
-	for _, rec := range r.records {
-		out = append(out, rec)
-	}
-	return out, nil
-}
-func (r *fakeRecords) GetImagePulledRecord(ref string) (*accessor.ImagePulledRecord, bool, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	rec, ok := r.records[ref]
-	return rec, ok, nil
-}
-func (r *fakeRecords) WriteImagePulledRecord(_ klog.Logger, rec *accessor.ImagePulledRecord) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.records[rec.ImageRef] = rec
-	return nil
-}
-func (r *fakeRecords) DeleteImagePulledRecord(_ klog.Logger, ref string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.records, ref)
-	return nil
-}
 
 // sink collects what the handlers receive.
 type sink struct {
@@ -364,22 +237,4 @@ func run(t *testing.T, m *Manager) (stop func()) {
 	}
 	t.Cleanup(stop)
 	return stop
-}
-
-var _ RecordPruner = (*fakePulls)(nil)
-
-// PruneImagePulledRecord deletes the mirrored record if the runtime still
-// lacks the image.
-func (p *fakePulls) PruneImagePulledRecord(ctx context.Context, imageRef string, imageGone func(context.Context) (bool, error)) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.calls = append(p.calls, "prune "+imageRef)
-	if gone, err := imageGone(ctx); err != nil || !gone {
-		return err
-	}
-	delete(p.records, imageRef)
-	if p.store != nil {
-		return p.store.DeleteImagePulledRecord(klog.Background(), imageRef)
-	}
-	return nil
 }

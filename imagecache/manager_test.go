@@ -20,19 +20,102 @@ import (
 	fakeclock "k8s.io/utils/clock/testing"
 
 	"github.com/pullrecords/pullrecords/accessor"
+	"github.com/pullrecords/pullrecords/accessor/accessortest"
+	"github.com/pullrecords/pullrecords/memstore"
+	"github.com/pullrecords/pullrecords/pullmanager"
 )
 
 var t0 = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 
+// fixture is an in-process manager's surroundings: the in-memory image
+// service, and the real pull manager (NeverVerifyPreloadedImages, the
+// kubelet's default policy) over an in-memory store. The pull manager sees
+// the store through records, which logs its calls and can fail them.
 type fixture struct {
-	images *fakeImages
-	pulls  *fakePulls
-	sink   *sink
-	clock  *fakeclock.FakeClock
+	images  *fakeImages
+	store   *memstore.Store
+	records *accessortest.FaultyAccessor
+	pulls   *pullmanager.PullManager
+	sink    *sink
+	clock   *fakeclock.FakeClock
 }
 
-func newFixture() *fixture {
-	return &fixture{images: newFakeImages(), pulls: newFakePulls(), sink: newSink(), clock: fakeclock.NewFakeClock(t0)}
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{images: newFakeImages(), store: memstore.New(), sink: newSink(), clock: fakeclock.NewFakeClock(t0)}
+	f.records = accessortest.Faulty(f.store)
+	policy, err := pullmanager.NewImagePullCredentialVerificationPolicy(pullmanager.NeverVerifyPreloadedImages, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ctx := ktesting.NewTestContext(t)
+	f.pulls, err = pullmanager.NewImagePullManager(ctx, f.records.Accessor(), policy, nil, pullmanager.WithClock(f.clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.records.TakeCalls() // start-up recovery's reads
+	return f
+}
+
+// restarted returns a fixture for the next manager on the same node: the
+// same runtime, pull manager and clock, and a new sink.
+func (f *fixture) restarted() *fixture {
+	g := *f
+	g.sink = newSink()
+	return &g
+}
+
+// seed records, through the pull manager, that image was pulled with c;
+// the runtime is left as it is.
+func (f *fixture) seed(t *testing.T, image string, c accessor.ImagePullCredentials) {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	if err := f.pulls.RecordPullIntent(klog.FromContext(ctx), image); err != nil {
+		t.Fatal(err)
+	}
+	f.pulls.RecordImagePulled(ctx, image, imageID(image), &c)
+	f.records.TakeCalls()
+}
+
+// mapping returns the credential mapping of the stored pulled record of
+// imageRef, and nil when there is no record.
+func (f *fixture) mapping(t *testing.T, imageRef string) map[string]accessor.ImagePullCredentials {
+	t.Helper()
+	rec, ok, err := f.store.GetImagePulledRecord(imageRef)
+	if err != nil {
+		t.Fatalf("GetImagePulledRecord(%s): %v", imageRef, err)
+	}
+	if !ok {
+		return nil
+	}
+	return rec.CredentialMapping
+}
+
+// intentsLeft returns the images whose stored pull intent is still there:
+// an intent not followed by a pulled or failed record.
+func (f *fixture) intentsLeft(t *testing.T) []string {
+	t.Helper()
+	intents, err := f.store.ListImagePullIntents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, in := range intents {
+		out = append(out, in.Image)
+	}
+	return out
+}
+
+// storeWrites returns the writes and deletes that reached the store, in
+// order, as "Method key".
+func (f *fixture) storeWrites() []string {
+	var out []string
+	for _, c := range f.records.Calls() {
+		if strings.HasPrefix(c.Method, "Write") || strings.HasPrefix(c.Method, "Delete") {
+			out = append(out, c.String())
+		}
+	}
+	return out
 }
 
 func (f *fixture) manager(t *testing.T, opts ...Option) *Manager {
@@ -71,7 +154,7 @@ func TestCredentialHashIsTheKubelets(t *testing.T) {
 }
 
 func TestApplyPullsAndRecordsCredentials(t *testing.T) {
-	f := newFixture()
+	f := newFixture(t)
 	f.images.private["reg/private:v1"] = "alice:s3cret"
 	m := f.manager(t)
 	run(t, m)
@@ -102,22 +185,24 @@ func TestApplyPullsAndRecordsCredentials(t *testing.T) {
 	}
 
 	hash := credentialHash(aliceSecret)
-	wantRec := []accessor.ImagePullCredentials{{KubernetesSecrets: []accessor.ImagePullSecret{{UID: "uid-a", Namespace: "tenant-a", Name: "regcred", CredentialHash: hash}}}}
-	if diff := cmp.Diff(wantRec, f.pulls.recorded(imageID("reg/private:v1"))); diff != "" {
+	wantRec := map[string]accessor.ImagePullCredentials{"reg/private": {KubernetesSecrets: []accessor.ImagePullSecret{{UID: "uid-a", Namespace: "tenant-a", Name: "regcred", CredentialHash: hash}}}}
+	if diff := cmp.Diff(wantRec, f.mapping(t, imageID("reg/private:v1"))); diff != "" {
 		t.Errorf("private record (-want +got):\n%s", diff)
 	}
-	wantAnon := []accessor.ImagePullCredentials{{NodePodsAccessible: true}}
-	if diff := cmp.Diff(wantAnon, f.pulls.recorded(imageID("reg/public:v1"))); diff != "" {
+	wantAnon := map[string]accessor.ImagePullCredentials{"reg/public": {NodePodsAccessible: true}}
+	if diff := cmp.Diff(wantAnon, f.mapping(t, imageID("reg/public:v1"))); diff != "" {
 		t.Errorf("anonymous record (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]pullCall{{"reg/private:v1", "alice"}, {"reg/public:v1", ""}}, f.images.pullCalls()); diff != "" {
 		t.Errorf("CRI pulls (-want +got):\n%s", diff)
 	}
-	f.pulls.mu.Lock()
-	calls := append([]string(nil), f.pulls.calls...)
-	f.pulls.mu.Unlock()
-	if diff := cmp.Diff([]string{"intent reg/private:v1", "pulled reg/private:v1", "intent reg/public:v1", "pulled reg/public:v1"}, calls); diff != "" {
-		t.Errorf("pull manager calls (-want +got):\n%s", diff)
+	// Each pull is an intent, then the record, then the intent's removal.
+	wantWrites := []string{
+		"WriteImagePullIntent reg/private:v1", "WriteImagePulledRecord " + imageID("reg/private:v1"), "DeleteImagePullIntent reg/private:v1",
+		"WriteImagePullIntent reg/public:v1", "WriteImagePulledRecord " + imageID("reg/public:v1"), "DeleteImagePullIntent reg/public:v1",
+	}
+	if diff := cmp.Diff(wantWrites, f.storeWrites()); diff != "" {
+		t.Errorf("pull record writes (-want +got):\n%s", diff)
 	}
 }
 
@@ -147,10 +232,10 @@ func TestAlreadyPulledIsExact(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture()
+			f := newFixture(t)
 			f.images.preload(tc.preload...)
 			if tc.seed != nil {
-				f.pulls.seed(imageID("reg/app:1.2"), *tc.seed)
+				f.seed(t, "reg/app:1.2", *tc.seed)
 			}
 			m := f.manager(t)
 			run(t, m)
@@ -199,7 +284,7 @@ func TestFailuresAndRetries(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture()
+			f := newFixture(t)
 			f.images.failures["reg/app:1"] = tc.failures
 			f.images.blocking["reg/app:1"] = tc.block
 			if tc.private {
@@ -219,7 +304,7 @@ func TestFailuresAndRetries(t *testing.T) {
 			if got := len(f.images.pullCalls()); got != tc.wantAttempts {
 				t.Errorf("CRI pulls = %d, want %d", got, tc.wantAttempts)
 			}
-			if out := f.pulls.outstanding(); len(out) != 0 {
+			if out := f.intentsLeft(t); len(out) != 0 {
 				t.Errorf("intents left behind: %v", out)
 			}
 		})
@@ -227,7 +312,7 @@ func TestFailuresAndRetries(t *testing.T) {
 }
 
 func TestDedupeInFlight(t *testing.T) {
-	f := newFixture()
+	f := newFixture(t)
 	f.images.private["reg/shared:1"] = "alice:s3cret"
 	bobSameContent := &PullSecret{Namespace: "tenant-b", Name: "other", UID: "uid-b", Username: "alice", Password: "s3cret"}
 	m := f.manager(t)
@@ -249,34 +334,37 @@ func TestDedupeInFlight(t *testing.T) {
 		st := f.sink.wait(t)
 		got[st.ImageCache.String()] = string(st.Results[0].Status) + "/" + st.Results[0].Reason
 	}
+	// The other secret of the same content is not pulled with again: the
+	// pull manager accepts a secret whose credential hash is recorded (as the
+	// kubelet does) and records its coordinates at the check.
 	want := map[string]string{
 		"a/one":   "failed/" + ReasonUnauthorized,
 		"b/two":   "failed/" + ReasonUnauthorized,
 		"c/three": "succeeded/" + ReasonPulled,
-		"d/four":  "succeeded/" + ReasonPulled,
+		"d/four":  "alreadypulled/" + ReasonAlreadyPresent,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("results (-want +got):\n%s", diff)
 	}
-	// One pull per distinct credential: one anonymous attempt for both
-	// anonymous caches, one with alice's secret, and one with the other
-	// secret of the same content (its coordinates must be recorded too).
-	wantPulls := []pullCall{{"reg/shared:1", ""}, {"reg/shared:1", "alice"}, {"reg/shared:1", "alice"}}
+	// One attempt per distinct credential: one anonymous attempt for both
+	// anonymous caches, one with alice's secret.
+	wantPulls := []pullCall{{"reg/shared:1", ""}, {"reg/shared:1", "alice"}}
 	if diff := cmp.Diff(wantPulls, f.images.pullCalls()); diff != "" {
 		t.Errorf("CRI pulls (-want +got):\n%s", diff)
 	}
-	recs := f.pulls.recorded(imageID("reg/shared:1"))
-	if len(recs) != 2 {
-		t.Fatalf("records = %+v", recs)
-	}
-	s1, s2 := recs[0].KubernetesSecrets[0], recs[1].KubernetesSecrets[0]
-	if s1.Name != "regcred" || s2.Name != "other" || s1.CredentialHash != s2.CredentialHash {
-		t.Errorf("records = %+v", recs)
+	// Both secrets' coordinates are recorded, with the one hash.
+	hash := credentialHash(aliceSecret)
+	wantRec := map[string]accessor.ImagePullCredentials{"reg/shared": {KubernetesSecrets: []accessor.ImagePullSecret{
+		{UID: "uid-a", Namespace: "tenant-a", Name: "regcred", CredentialHash: hash},
+		{UID: "uid-b", Namespace: "tenant-b", Name: "other", CredentialHash: hash},
+	}}}
+	if diff := cmp.Diff(wantRec, f.mapping(t, imageID("reg/shared:1"))); diff != "" {
+		t.Errorf("record (-want +got):\n%s", diff)
 	}
 }
 
 func TestRequestsJoinAnInFlightImage(t *testing.T) {
-	f := newFixture()
+	f := newFixture(t)
 	gate := make(chan struct{})
 	f.images.gates["reg/x:1"] = gate
 	m := f.manager(t, WithWorkers(4))
@@ -312,7 +400,7 @@ func TestRequestsJoinAnInFlightImage(t *testing.T) {
 }
 
 func TestSupersededBeforeDispatch(t *testing.T) {
-	f := newFixture()
+	f := newFixture(t)
 	m := f.manager(t)
 	ctx := context.Background()
 	if err := m.Apply(ctx, ImageCache{Namespace: "ns", Name: "c", Images: []string{"reg/a:1", "reg/b:1"}}); err != nil {
@@ -346,7 +434,7 @@ func TestSupersededBeforeDispatch(t *testing.T) {
 }
 
 func TestOrderingWithOneWorker(t *testing.T) {
-	f := newFixture()
+	f := newFixture(t)
 	m := f.manager(t, WithWorkers(1))
 	images := []string{"reg/c:1", "reg/a:1", "reg/b:1"}
 	if err := m.Apply(context.Background(), ImageCache{Namespace: "ns", Name: "c", Images: images}); err != nil {
@@ -379,9 +467,7 @@ func TestOrderingWithOneWorker(t *testing.T) {
 }
 
 func TestUpdateDeleteAndPurge(t *testing.T) {
-	f := newFixture()
-	records := newFakeRecords()
-	f.pulls.store = records
+	f := newFixture(t)
 	m := f.manager(t)
 	run(t, m)
 	ctx := context.Background()
@@ -413,7 +499,7 @@ func TestUpdateDeleteAndPurge(t *testing.T) {
 	if f.images.has("reg/a:1") {
 		t.Error("purged image still present")
 	}
-	if _, ok, _ := records.GetImagePulledRecord(imageID("reg/a:1")); ok {
+	if _, ok, _ := f.store.GetImagePulledRecord(imageID("reg/a:1")); ok {
 		t.Error("purged image's record still present")
 	}
 
@@ -435,7 +521,7 @@ func TestUpdateDeleteAndPurge(t *testing.T) {
 	if !f.images.has("reg/c:1") || f.images.has("reg/b:1") {
 		t.Error("wrong images removed")
 	}
-	if _, ok, _ := records.GetImagePulledRecord(imageID("reg/c:1")); !ok {
+	if _, ok, _ := f.store.GetImagePulledRecord(imageID("reg/c:1")); !ok {
 		t.Error("kept image lost its record")
 	}
 	if err := m.Delete(ctx, "ns", "one"); !errors.Is(err, ErrCacheNotFound) {
@@ -455,7 +541,7 @@ func refs(cs []ImageCache) []string {
 }
 
 func TestShutdownGivesEveryRequestAResult(t *testing.T) {
-	f := newFixture()
+	f := newFixture(t)
 	f.images.blocking["reg/a:1"] = true
 	m := f.manager(t, WithWorkers(1))
 	stop := run(t, m)
@@ -476,7 +562,7 @@ func TestShutdownGivesEveryRequestAResult(t *testing.T) {
 			t.Errorf("%s: reason %s, want %s", r.Request.Image, r.Reason, ReasonShutDown)
 		}
 	}
-	if out := f.pulls.outstanding(); len(out) != 0 {
+	if out := f.intentsLeft(t); len(out) != 0 {
 		t.Errorf("intents left behind: %v", out)
 	}
 	if err := m.Apply(context.Background(), ImageCache{Namespace: "ns", Name: "d", Images: []string{"x"}}); !errors.Is(err, ErrShutDown) {
@@ -489,7 +575,7 @@ func TestShutdownGivesEveryRequestAResult(t *testing.T) {
 
 func TestRestartResumes(t *testing.T) {
 	dir := t.TempDir()
-	f := newFixture()
+	f := newFixture(t)
 	f.images.blocking["reg/b:1"] = true
 	m1 := f.manager(t, WithWorkers(1), WithStateDir(dir))
 	stop := run(t, m1)
@@ -536,7 +622,7 @@ func TestRestartResumes(t *testing.T) {
 	f.images.mu.Lock()
 	f.images.blocking["reg/b:1"] = false
 	f.images.mu.Unlock()
-	f2 := &fixture{images: f.images, pulls: f.pulls, sink: newSink(), clock: f.clock}
+	f2 := f.restarted()
 	m2 := f2.manager(t, WithWorkers(1), WithStateDir(dir))
 	if diff := cmp.Diff([]string{"ns/c"}, refs(m2.Caches())); diff != "" {
 		t.Errorf("loaded caches (-want +got):\n%s", diff)
@@ -557,7 +643,7 @@ func TestRestartResumes(t *testing.T) {
 	if f.images.has("reg/x:1") {
 		t.Error("resumed delete did not remove the image")
 	}
-	if out := f.pulls.outstanding(); len(out) != 0 {
+	if out := f.intentsLeft(t); len(out) != 0 {
 		t.Errorf("intents left behind: %v", out)
 	}
 	for _, p := range f.images.pullCalls() {
@@ -567,7 +653,7 @@ func TestRestartResumes(t *testing.T) {
 	}
 
 	// Everything done: a third manager has nothing to resume.
-	f3 := &fixture{images: f.images, pulls: f.pulls, sink: newSink(), clock: f.clock}
+	f3 := f.restarted()
 	m3 := f3.manager(t, WithStateDir(dir))
 	if _, ok := m3.Status("ns", "c"); ok {
 		t.Error("third manager resumed finished work")
@@ -585,7 +671,7 @@ func TestCorruptState(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, stateTmpPrefix+"123"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := New(klog.Background(), newFakeImages(), newFakePulls(), WithStateDir(dir))
+	_, err := New(klog.Background(), newFakeImages(), newFixture(t).pulls, WithStateDir(dir))
 	if !errors.Is(err, ErrState) {
 		t.Errorf("New on corrupt state = %v, want ErrState", err)
 	}
@@ -595,7 +681,7 @@ func TestCorruptState(t *testing.T) {
 }
 
 func TestValidation(t *testing.T) {
-	f := newFixture()
+	f := newFixture(t)
 	m := f.manager(t)
 	ctx := context.Background()
 	for _, c := range []ImageCache{
@@ -626,7 +712,7 @@ func TestValidation(t *testing.T) {
 }
 
 func TestPeriodicAndManualRefresh(t *testing.T) {
-	f := newFixture()
+	f := newFixture(t)
 	m := f.manager(t, WithRefreshCheckPeriod(10*time.Second))
 	run(t, m)
 	ctx := context.Background()
@@ -659,7 +745,7 @@ func TestPeriodicAndManualRefresh(t *testing.T) {
 }
 
 func TestMetrics(t *testing.T) {
-	f := newFixture()
+	f := newFixture(t)
 	f.images.private["reg/p:1"] = "u:p"
 	m := f.manager(t)
 	reg := prometheus.NewPedanticRegistry()

@@ -27,7 +27,7 @@ func (f *fixture) standalone(t *testing.T, opts ...Option) *Manager {
 }
 
 func TestModes(t *testing.T) {
-	f := newFixture()
+	f := newFixture(t)
 	if got := f.manager(t).Mode(); got != ModeInProcess {
 		t.Errorf("New: mode %q, want %q", got, ModeInProcess)
 	}
@@ -48,7 +48,7 @@ func TestModes(t *testing.T) {
 // A standalone manager refuses a cache with a pull secret with a typed
 // error, before anything is persisted or queued.
 func TestStandaloneRefusesPrivateCache(t *testing.T) {
-	f := newFixture()
+	f := newFixture(t)
 	dir := filepath.Join(t.TempDir(), "state")
 	m := f.standalone(t, WithStateDir(dir))
 	err := m.Apply(context.Background(), ImageCache{Namespace: "tenant-a", Name: "warm", Images: []string{"reg/private:v1"}, PullSecret: aliceSecret})
@@ -85,7 +85,7 @@ func TestStandaloneRefusesPrivateCache(t *testing.T) {
 // A standalone manager pulls anonymously, treats a present image as
 // pulled, and calls no pull manager (it has none).
 func TestStandalonePullsAnonymouslyAndRecordsNothing(t *testing.T) {
-	f := newFixture()
+	f := newFixture(t)
 	f.images.preload("reg/present:1")
 	m := f.standalone(t)
 	run(t, m)
@@ -110,8 +110,8 @@ func TestStandalonePullsAnonymouslyAndRecordsNothing(t *testing.T) {
 		}
 	}
 	// The fixture's pull manager was never handed over.
-	if len(f.pulls.calls) != 0 {
-		t.Errorf("pull manager calls: %v", f.pulls.calls)
+	if calls := f.records.Calls(); len(calls) != 0 {
+		t.Errorf("pull record calls: %v", calls)
 	}
 }
 
@@ -121,7 +121,7 @@ func TestStandalonePullsAnonymouslyAndRecordsNothing(t *testing.T) {
 // runtime. Anonymous caches beside it are worked as usual.
 func TestStandaloneFailsPrivateCacheFromState(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
-	f := newFixture()
+	f := newFixture(t)
 	f.images.private["reg/private:v1"] = "alice:s3cret"
 	inProc := f.manager(t, WithStateDir(dir))
 	ctx := context.Background()
@@ -133,7 +133,7 @@ func TestStandaloneFailsPrivateCacheFromState(t *testing.T) {
 	}
 	// inProc never runs: both batches are left pending in the state dir.
 
-	g := newFixture()
+	g := newFixture(t)
 	g.images = f.images
 	m := g.standalone(t, WithStateDir(dir))
 	if n := len(m.Caches()); n != 2 {
@@ -168,7 +168,7 @@ func TestStandaloneFailsPrivateCacheFromState(t *testing.T) {
 // A standalone manager removes images of a deleted cache, and prunes no
 // record (it has no pull manager).
 func TestStandaloneDeleteRemoves(t *testing.T) {
-	f := newFixture()
+	f := newFixture(t)
 	m := f.standalone(t)
 	run(t, m)
 	ctx := context.Background()

@@ -12,7 +12,7 @@ import (
 // does. Found in review: recording under the returned reference left the
 // image looking preloaded (kubernetes#137024).
 func TestPullRecordedUnderImageID(t *testing.T) {
-	f := newFixture()
+	f := newFixture(t)
 	f.images.digestRefs = true
 	m := f.manager(t)
 	run(t, m)
@@ -23,12 +23,11 @@ func TestPullRecordedUnderImageID(t *testing.T) {
 	if st.Counts[StatusSucceeded] != 1 {
 		t.Fatalf("status = %+v", st)
 	}
-	f.pulls.mu.Lock()
-	defer f.pulls.mu.Unlock()
-	if _, ok := f.pulls.records[imageID("reg/app:1")]; !ok {
-		t.Errorf("no record under the image ID; records: %v", f.pulls.records)
+	if f.mapping(t, imageID("reg/app:1")) == nil {
+		recs, _ := f.store.ListImagePulledRecords()
+		t.Errorf("no record under the image ID; records: %+v", recs)
 	}
-	if _, ok := f.pulls.records["reg/app:1@sha256:0123456789abcdef"]; ok {
+	if f.mapping(t, "reg/app:1@sha256:0123456789abcdef") != nil {
 		t.Error("recorded under the reference the pull returned")
 	}
 }
@@ -37,7 +36,7 @@ func TestPullRecordedUnderImageID(t *testing.T) {
 // name of the same content: removing one name would remove the content.
 // Found in review: names were compared as strings.
 func TestPurgeKeepsImageListedUnderAnotherName(t *testing.T) {
-	f := newFixture()
+	f := newFixture(t)
 	m := f.manager(t)
 	run(t, m)
 	ctx := context.Background()

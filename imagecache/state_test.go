@@ -41,7 +41,7 @@ func TestLoadState(t *testing.T) {
 
 	t.Run("what a manager applied", func(t *testing.T) {
 		dir := t.TempDir()
-		f := newFixture()
+		f := newFixture(t)
 		m := f.manager(t, WithStateDir(dir))
 		ctx := context.Background()
 		for _, c := range []ImageCache{
@@ -108,7 +108,7 @@ func TestStateWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	f := newFixture()
+	f := newFixture(t)
 	m := f.manager(t, WithStateDir(dir))
 	// A symbolic link planted at the state file while the manager runs is
 	// replaced by the next write, not written through.

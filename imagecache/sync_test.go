@@ -12,7 +12,7 @@ import (
 // Sync applies what is new or changed, deletes what is no longer listed,
 // and queues nothing for a cache listed as it is applied.
 func TestSync(t *testing.T) {
-	f := newFixture()
+	f := newFixture(t)
 	f.images.preload("keep:1")
 	dir := filepath.Join(t.TempDir(), "state")
 	m := f.standalone(t, WithStateDir(dir))
@@ -94,7 +94,7 @@ func TestSyncChecksEverythingFirst(t *testing.T) {
 		{"pull secret", []ImageCache{good, {Namespace: "b", Name: "c", Images: []string{"y"}, PullSecret: aliceSecret}}, ErrPrivateImage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture()
+			f := newFixture(t)
 			m := f.standalone(t)
 			if err := m.Apply(ctx, ImageCache{Namespace: "old", Name: "one", Images: []string{"o"}}); err != nil {
 				t.Fatal(err)
