@@ -725,8 +725,13 @@ func TestPeriodicAndManualRefresh(t *testing.T) {
 	if err := f.images.RemoveImage(ctx, "reg/a:1"); err != nil {
 		t.Fatal(err)
 	}
-	for !f.clock.HasWaiters() {
-		time.Sleep(time.Millisecond) // wait for the refresh loop's ticker
+	// Wait for the refresh loop's ticker; fail rather than hang if it never
+	// comes.
+	for i := 0; !f.clock.HasWaiters(); i++ {
+		if i == 60_000 {
+			t.Fatal("the refresh loop never waited on the clock (test hung)")
+		}
+		time.Sleep(time.Millisecond)
 	}
 	f.clock.Step(time.Minute)
 	st := f.sink.wait(t)
