@@ -15,31 +15,6 @@ import (
 	"github.com/pullrecords/pullrecords/pullmanager"
 )
 
-// ImageService is the part of a container runtime's image service the
-// manager uses; *cri.ImageService implements it, and so can a runtime shim's
-// own client. Its errors are classified by the methods described at
-// IsTransient, IsUnauthorized and IsTimeout.
-type ImageService interface {
-	// ImageStatus returns the image the runtime resolves image to, or nil
-	// when the runtime does not have it.
-	ImageStatus(ctx context.Context, image string) (*pullmanager.Image, error)
-	// PullImage pulls image with the registry credential auth (nil for an
-	// anonymous pull) and returns its imageRef. The manager sets only
-	// Username and Password.
-	PullImage(ctx context.Context, image string, auth *pullmanager.AuthConfig) (string, error)
-	// RemoveImage removes image; removing an absent image is not an error.
-	RemoveImage(ctx context.Context, image string) error
-}
-
-// RecordPruner is implemented by pull managers that can delete the pulled
-// record of an image the caller removed (*pullmanager.PullManager does): under
-// the record's lock, and only if imageGone still says the runtime lacks the
-// image. A purge uses it; without it records are left to the kubelet's image
-// garbage collection.
-type RecordPruner interface {
-	PruneImagePulledRecord(ctx context.Context, imageRef string, imageGone func(context.Context) (bool, error)) error
-}
-
 // Manager keeps declared image caches present on the node. Create it with
 // New, feed it with Apply, Delete and Refresh, and drain its work with Run.
 type Manager struct {
@@ -73,42 +48,6 @@ type cacheState struct {
 	open        int  // batches of this run for the cache that have not finished
 	interrupted bool // one of them ended with requests cut off by shutdown
 	lastRefresh time.Time
-}
-
-type request struct {
-	req      ImageWorkRequest
-	batch    *batch
-	index    int
-	attempts int
-	started  time.Time
-}
-
-func (r *request) removes() bool {
-	return r.req.WorkType == WorkTypePurge || r.req.WorkType == WorkTypeDelete
-}
-
-type entry struct {
-	waiting  []*request
-	inFlight int
-}
-
-type batch struct {
-	id        uint64
-	ref       CacheRef
-	workType  WorkType
-	cache     *cacheState // nil for batches of a deleted cache
-	started   time.Time
-	finished  time.Time
-	results   []ImageWorkResult
-	done      []bool
-	remaining int
-	inFlight  int
-	shutdown  bool
-}
-
-type event struct {
-	result *ImageWorkResult
-	status *CacheStatus
 }
 
 // New returns an in-process manager (ModeInProcess) over the image service
@@ -187,89 +126,6 @@ func (m *Manager) Mode() Mode {
 	return ModeInProcess
 }
 
-// load reads the state directory and queues unfinished work.
-func (m *Manager) load() error {
-	p, err := readState(m.opts.stateDir)
-	if err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := m.clock.Now()
-	for _, pc := range p.Caches {
-		c, err := pc.spec()
-		if err != nil {
-			return err
-		}
-		cs := &cacheState{spec: c, generation: pc.Generation, completed: pc.Completed, pendingType: pc.PendingWorkType, lastRefresh: now}
-		m.caches[c.Ref()] = cs
-	}
-	for _, pp := range p.Purges {
-		m.purges[pp] = struct{}{}
-	}
-	// Resume, in the order the file lists them.
-	for _, pc := range p.Caches {
-		ref := CacheRef{Namespace: pc.Namespace, Name: pc.Name}
-		cs := m.caches[ref]
-		if cs.completed >= cs.generation {
-			continue
-		}
-		wt := cs.pendingType
-		if wt == "" {
-			wt = WorkTypeCreate
-		}
-		m.logger.Info("Resuming unfinished image cache work", "cache", ref, "workType", wt, "images", len(cs.spec.Images))
-		m.enqueueLocked(ref, wt, cs, m.pullRequests(ref, wt, cs.spec, cs.spec.Images), nil)
-	}
-	type purgeBatchKey struct {
-		ref CacheRef
-		wt  WorkType
-	}
-	var order []purgeBatchKey
-	groups := map[purgeBatchKey][]ImageWorkRequest{}
-	for _, pp := range p.Purges {
-		k := purgeBatchKey{CacheRef{pp.Namespace, pp.Name}, pp.WorkType}
-		if _, ok := groups[k]; !ok {
-			order = append(order, k)
-		}
-		groups[k] = append(groups[k], m.newRequest(pp.Image, pp.WorkType, false, k.ref))
-	}
-	for _, k := range order {
-		m.logger.Info("Resuming unfinished image removals", "cache", k.ref, "workType", k.wt, "images", len(groups[k]))
-		m.enqueueLocked(k.ref, k.wt, nil, nil, groups[k])
-	}
-	return nil
-}
-
-func normalize(c ImageCache) (ImageCache, error) {
-	if c.Namespace == "" || c.Name == "" {
-		return c, fmt.Errorf("%w: namespace and name are required", ErrInvalidCache)
-	}
-	seen := make(map[string]bool, len(c.Images))
-	images := make([]string, 0, len(c.Images))
-	for _, img := range c.Images {
-		if img == "" {
-			return c, fmt.Errorf("%w: %s: empty image", ErrInvalidCache, c.Ref())
-		}
-		if !seen[img] {
-			seen[img] = true
-			images = append(images, img)
-		}
-	}
-	c.Images = images
-	if c.PullSecret != nil {
-		s := *c.PullSecret
-		c.PullSecret = &s
-	}
-	if err := validatePullSecret(c.Ref(), c.PullSecret); err != nil {
-		return c, err
-	}
-	if c.RefreshInterval < 0 {
-		return c, fmt.Errorf("%w: %s: negative refresh interval", ErrInvalidCache, c.Ref())
-	}
-	return c, nil
-}
-
 func sameSecret(a, b *PullSecret) bool {
 	if a == nil || b == nil {
 		return a == b
@@ -284,19 +140,6 @@ func minus(a, b []string) []string {
 		if !slices.Contains(b, img) {
 			out = append(out, img)
 		}
-	}
-	return out
-}
-
-func (m *Manager) newRequest(image string, wt WorkType, force bool, ref CacheRef) ImageWorkRequest {
-	return ImageWorkRequest{Image: image, Node: m.opts.node, ContainerRuntimeVersion: m.opts.runtimeVersion,
-		WorkType: wt, ForceFullCache: force, ImageCache: ref}
-}
-
-func (m *Manager) pullRequests(ref CacheRef, wt WorkType, spec ImageCache, images []string) []ImageWorkRequest {
-	out := make([]ImageWorkRequest, 0, len(images))
-	for _, img := range images {
-		out = append(out, m.newRequest(img, wt, spec.ForceFullCache, ref))
 	}
 	return out
 }
@@ -445,11 +288,6 @@ func (m *Manager) Refresh(ctx context.Context, namespace, name string) error {
 	return nil
 }
 
-func (m *Manager) refreshLocked(ref CacheRef, cs *cacheState) {
-	cs.lastRefresh = m.clock.Now()
-	m.enqueueLocked(ref, WorkTypeRefresh, cs, m.pullRequests(ref, WorkTypeRefresh, cs.spec, cs.spec.Images), nil)
-}
-
 // Caches returns the applied caches, sorted by namespace/name.
 func (m *Manager) Caches() []ImageCache {
 	m.mu.Lock()
@@ -482,168 +320,6 @@ func (m *Manager) Status(namespace, name string) (CacheStatus, bool) {
 		return CacheStatus{}, false
 	}
 	return b.status(), true
-}
-
-func (b *batch) status() CacheStatus {
-	s := CacheStatus{
-		ImageCache: b.ref, WorkType: b.workType, Batch: b.id, Complete: b.remaining == 0,
-		Started: b.started, Finished: b.finished, Requests: len(b.results),
-		InFlight: b.inFlight, Queued: b.remaining - b.inFlight, Counts: map[ImageWorkStatus]int{},
-	}
-	for i, r := range b.results {
-		if b.done[i] {
-			s.Counts[r.Status]++
-			s.Results = append(s.Results, r)
-		}
-	}
-	if b.inFlight > 0 {
-		s.Counts[StatusJobCreated] = b.inFlight
-	}
-	if s.Complete {
-		s.Duration = b.finished.Sub(b.started)
-	}
-	return s
-}
-
-// enqueueLocked creates a batch of pull and removal requests and queues them.
-func (m *Manager) enqueueLocked(ref CacheRef, wt WorkType, cs *cacheState, pulls, removals []ImageWorkRequest) {
-	m.nextBatch++
-	reqs := append(slices.Clip(pulls), removals...)
-	b := &batch{id: m.nextBatch, ref: ref, workType: wt, cache: cs, started: m.clock.Now(),
-		results: make([]ImageWorkResult, len(reqs)), done: make([]bool, len(reqs)), remaining: len(reqs)}
-	m.latest[ref] = b
-	if cs != nil {
-		cs.open++
-	}
-	if len(reqs) == 0 {
-		m.completeLocked(b)
-		return
-	}
-	for i, req := range reqs {
-		b.results[i] = ImageWorkResult{Request: req}
-		e := m.entries[req.Image]
-		if e == nil {
-			e = &entry{}
-			m.entries[req.Image] = e
-		}
-		e.waiting = append(e.waiting, &request{req: req, batch: b, index: i})
-		m.queue.Add(req.Image)
-	}
-}
-
-// finishLocked records the final result of r.
-func (m *Manager) finishLocked(r *request, res ImageWorkResult, wasInFlight bool) {
-	b := r.batch
-	b.results[r.index] = res
-	b.done[r.index] = true
-	b.remaining--
-	if wasInFlight {
-		b.inFlight--
-		if e := m.entries[r.req.Image]; e != nil {
-			e.inFlight--
-		}
-	}
-	if e := m.entries[r.req.Image]; e != nil && e.inFlight == 0 && len(e.waiting) == 0 {
-		delete(m.entries, r.req.Image)
-	}
-	if res.Reason == ReasonShutDown {
-		b.shutdown = true
-	} else if r.removes() {
-		delete(m.purges, persistedPurge{Image: r.req.Image, Namespace: r.req.ImageCache.Namespace, Name: r.req.ImageCache.Name, WorkType: r.req.WorkType})
-	}
-	m.metrics.results.WithLabelValues(string(res.Request.WorkType), string(res.Status)).Inc()
-	m.outbox = append(m.outbox, event{result: &res})
-	if b.remaining == 0 {
-		m.completeLocked(b)
-	}
-}
-
-// completeLocked publishes the batch's status and persists its completion.
-func (m *Manager) completeLocked(b *batch) {
-	b.finished = m.clock.Now()
-	st := b.status()
-	m.outbox = append(m.outbox, event{status: &st})
-	if cs := b.cache; cs != nil {
-		cs.open--
-		if b.shutdown {
-			cs.interrupted = true
-		}
-		if cs.open == 0 && !cs.interrupted && cs.completed < cs.generation && m.caches[b.ref] == cs {
-			cs.completed = cs.generation
-		}
-	}
-	if err := m.saveLocked(); err != nil {
-		m.logger.Error(err, "Failed to persist image cache state", "cache", b.ref)
-	}
-}
-
-func (m *Manager) saveLocked() error {
-	if m.opts.stateDir == "" {
-		return nil
-	}
-	p := &persisted{Version: stateVersion}
-	refs := make([]CacheRef, 0, len(m.caches))
-	for ref := range m.caches {
-		refs = append(refs, ref)
-	}
-	sort.Slice(refs, func(i, j int) bool { return refs[i].String() < refs[j].String() })
-	for _, ref := range refs {
-		cs := m.caches[ref]
-		p.Caches = append(p.Caches, persistedCache{
-			Namespace: ref.Namespace, Name: ref.Name, Images: cs.spec.Images, ForceFullCache: cs.spec.ForceFullCache,
-			PullSecret: cs.spec.PullSecret, RefreshInterval: cs.spec.RefreshInterval,
-			Generation: cs.generation, Completed: cs.completed, PendingWorkType: cs.pendingType,
-		})
-	}
-	for pp := range m.purges {
-		p.Purges = append(p.Purges, pp)
-	}
-	sort.Slice(p.Purges, func(i, j int) bool {
-		a, b := p.Purges[i], p.Purges[j]
-		if a.Namespace+"/"+a.Name != b.Namespace+"/"+b.Name {
-			return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
-		}
-		if a.WorkType != b.WorkType {
-			return a.WorkType < b.WorkType
-		}
-		return a.Image < b.Image
-	})
-	return writeState(m.opts.stateDir, p)
-}
-
-// flush hands queued events to the handlers, in the order they happened. One
-// goroutine at a time runs handlers; a flush that finds another one running
-// leaves its events to it.
-func (m *Manager) flush() {
-	for {
-		if !m.emitMu.TryLock() {
-			return
-		}
-		for {
-			m.mu.Lock()
-			out := m.outbox
-			m.outbox = nil
-			m.mu.Unlock()
-			if len(out) == 0 {
-				break
-			}
-			for _, ev := range out {
-				switch {
-				case ev.result != nil && m.opts.onResult != nil:
-					m.opts.onResult(*ev.result)
-				case ev.status != nil && m.opts.onStatus != nil:
-					m.opts.onStatus(*ev.status)
-				}
-			}
-		}
-		m.emitMu.Unlock()
-		m.mu.Lock()
-		empty := len(m.outbox) == 0
-		m.mu.Unlock()
-		if empty {
-			return
-		}
-	}
 }
 
 // Run works the queue with the configured number of workers until ctx is
@@ -697,35 +373,4 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.flush()
 	logger.Info("Stopped image cache manager")
 	return nil
-}
-
-func (m *Manager) refreshLoop(ctx context.Context) {
-	t := m.clock.NewTicker(m.opts.refreshCheckPeriod)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			m.refreshDue()
-		}
-	}
-}
-
-func (m *Manager) refreshDue() {
-	m.mu.Lock()
-	now := m.clock.Now()
-	refs := make([]CacheRef, 0)
-	for ref, cs := range m.caches {
-		if iv := cs.spec.RefreshInterval; iv > 0 && !now.Before(cs.lastRefresh.Add(iv)) {
-			refs = append(refs, ref)
-		}
-	}
-	sort.Slice(refs, func(i, j int) bool { return refs[i].String() < refs[j].String() })
-	for _, ref := range refs {
-		m.logger.V(2).Info("Refreshing image cache", "cache", ref)
-		m.refreshLocked(ref, m.caches[ref])
-	}
-	m.mu.Unlock()
-	m.flush()
 }
