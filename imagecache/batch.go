@@ -5,6 +5,8 @@ import (
 	"time"
 )
 
+// request is one request of a batch as it waits and runs: the attempts made
+// so far and when the first one started.
 type request struct {
 	req      ImageWorkRequest
 	batch    *batch
@@ -17,11 +19,15 @@ func (r *request) removes() bool {
 	return r.req.WorkType == WorkTypePurge || r.req.WorkType == WorkTypeDelete
 }
 
+// entry is the requests for one image: those waiting for a worker, and how
+// many a worker is running.
 type entry struct {
 	waiting  []*request
 	inFlight int
 }
 
+// batch is the requests queued together for one cache (by Apply, Delete,
+// Refresh, a periodic refresh or a resumption), with their results by index.
 type batch struct {
 	id        uint64
 	ref       CacheRef

@@ -1,5 +1,7 @@
 package imagecache
 
+// event is a result or a completed batch's status waiting in the outbox for
+// flush.
 type event struct {
 	result *ImageWorkResult
 	status *CacheStatus

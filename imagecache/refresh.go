@@ -5,11 +5,15 @@ import (
 	"sort"
 )
 
+// refreshLocked queues a refresh of every image of the cache and starts its
+// refresh interval again. m.mu must be held.
 func (m *Manager) refreshLocked(ref CacheRef, cs *cacheState) {
 	cs.lastRefresh = m.clock.Now()
 	m.enqueueLocked(ref, WorkTypeRefresh, cs, m.pullRequests(ref, WorkTypeRefresh, cs.spec, cs.spec.Images), nil)
 }
 
+// refreshLoop calls refreshDue at every tick of the refresh check period
+// until ctx is done.
 func (m *Manager) refreshLoop(ctx context.Context) {
 	t := m.clock.NewTicker(m.opts.refreshCheckPeriod)
 	defer t.Stop()
@@ -23,6 +27,8 @@ func (m *Manager) refreshLoop(ctx context.Context) {
 	}
 }
 
+// refreshDue refreshes every cache whose refresh interval has passed since
+// its last refresh, in namespace/name order.
 func (m *Manager) refreshDue() {
 	m.mu.Lock()
 	now := m.clock.Now()

@@ -2,6 +2,8 @@ package imagecache
 
 import "fmt"
 
+// normalize checks cache and returns it with duplicate images dropped (the
+// first one kept) and its pull secret copied; errors match ErrInvalidCache.
 func normalize(c ImageCache) (ImageCache, error) {
 	if c.Namespace == "" || c.Name == "" {
 		return c, fmt.Errorf("%w: namespace and name are required", ErrInvalidCache)
