@@ -1,0 +1,41 @@
+// Package critest is a test double for CRI clients: an in-memory CRI v1
+// image service (k8s.io/cri-api runtime.v1 ImageService) served over real
+// gRPC on a unix socket, for tests of code that dials a container runtime.
+//
+// It is not a runtime. It stores no layers, contacts no registry and unpacks
+// nothing: an image is a record of ID, tags and digests, and a pull of any
+// well-formed reference succeeds unless the test says otherwise
+// (RequireAuth, Intercept).
+//
+// # Guarantees
+//
+//   - Names are canonicalised as the kubelet's runtimes report them, with
+//     github.com/distribution/reference: "busybox" is stored and reported as
+//     "docker.io/library/busybox:latest". ImageStatus, RemoveImage and
+//     PullImage accept any form that canonicalises to the same reference,
+//     an image ID ("sha256:..."), or a repository digest
+//     ("name@sha256:..."). An unparsable reference is absent to
+//     ImageStatus and RemoveImage and an InvalidArgument error to PullImage.
+//   - IDs are deterministic: ImageID gives the ID a pull of a reference
+//     yields, the same in every process, and distinct tags give distinct
+//     IDs. Each image has one repository digest per repository, computed the
+//     same way (Digest). Size is a fixed, meaningless number.
+//   - ListImages answers in ID order. RemoveImage of an absent image
+//     succeeds. ImageFsInfo answers with no filesystems.
+//   - A pull that RequireAuth covers fails, without the right username and
+//     password, with codes.Unknown and a message carrying "401
+//     Unauthorized", as containerd and CRI-O report a registry's refusal.
+//   - Every call is logged (Calls) before Intercept hooks run, and hooks run
+//     before the fake looks at its images, so a hook that blocks or fails
+//     leaves the images untouched.
+//   - Servers (Listen, Start, ImageService.Serve) are real gRPC servers; a
+//     server with no service registered is "a gRPC server that is not a CRI
+//     image service".
+//
+// It does not implement the RuntimeService, pull progress, pinned images,
+// sandbox-specific pulls (the sandbox config is ignored), or image specs'
+// annotations and user-specified images.
+//
+// Package critest must not import github.com/pullrecords/pullrecords/cri,
+// whose tests use it.
+package critest
