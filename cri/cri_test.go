@@ -19,112 +19,10 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/pullrecords/pullrecords/cri/critest"
 	"github.com/pullrecords/pullrecords/pullmanager"
 )
-
-// fakeImageService is an in-memory CRI v1 image service.
-type fakeImageService struct {
-	runtimeapi.UnimplementedImageServiceServer
-
-	mu     sync.Mutex
-	images map[string]*runtimeapi.Image // by tag
-	// private maps an image to the user:password the "registry" requires.
-	private map[string]string
-	// block makes PullImage and ImageStatus wait for the caller's context.
-	block bool
-	// pullErr is returned by every PullImage when set.
-	pullErr error
-	auths   []*runtimeapi.AuthConfig
-}
-
-func newFake() *fakeImageService {
-	return &fakeImageService{images: map[string]*runtimeapi.Image{}, private: map[string]string{}}
-}
-
-func (f *fakeImageService) ListImages(ctx context.Context, _ *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	resp := &runtimeapi.ListImagesResponse{}
-	seen := map[string]bool{}
-	for _, img := range f.images {
-		if !seen[img.Id] {
-			seen[img.Id] = true
-			resp.Images = append(resp.Images, img)
-		}
-	}
-	return resp, nil
-}
-
-func (f *fakeImageService) ImageStatus(ctx context.Context, req *runtimeapi.ImageStatusRequest) (*runtimeapi.ImageStatusResponse, error) {
-	f.mu.Lock()
-	block := f.block
-	img := f.images[req.GetImage().GetImage()]
-	f.mu.Unlock()
-	if block {
-		<-ctx.Done()
-		return nil, status.FromContextError(ctx.Err()).Err()
-	}
-	return &runtimeapi.ImageStatusResponse{Image: img}, nil
-}
-
-func (f *fakeImageService) PullImage(ctx context.Context, req *runtimeapi.PullImageRequest) (*runtimeapi.PullImageResponse, error) {
-	image := req.GetImage().GetImage()
-	f.mu.Lock()
-	f.auths = append(f.auths, req.GetAuth())
-	block, pullErr, want := f.block, f.pullErr, f.private[image]
-	f.mu.Unlock()
-	if block {
-		<-ctx.Done()
-		return nil, status.FromContextError(ctx.Err()).Err()
-	}
-	if pullErr != nil {
-		return nil, pullErr
-	}
-	if want != "" {
-		a := req.GetAuth()
-		if a == nil || a.GetUsername()+":"+a.GetPassword() != want {
-			return nil, status.Errorf(codes.Unknown, "failed to pull and unpack image %q: pulling from host failed with status code: 401 Unauthorized", image)
-		}
-	}
-	id := "sha256:" + fmt.Sprintf("%064x", len(image))
-	f.mu.Lock()
-	f.images[image] = &runtimeapi.Image{Id: id, RepoTags: []string{image}, RepoDigests: []string{"reg/x@" + id}, Size: 42}
-	f.mu.Unlock()
-	return &runtimeapi.PullImageResponse{ImageRef: id}, nil
-}
-
-func (f *fakeImageService) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRequest) (*runtimeapi.RemoveImageResponse, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.images, req.GetImage().GetImage())
-	return &runtimeapi.RemoveImageResponse{}, nil
-}
-
-func (f *fakeImageService) ImageFsInfo(ctx context.Context, _ *runtimeapi.ImageFsInfoRequest) (*runtimeapi.ImageFsInfoResponse, error) {
-	return &runtimeapi.ImageFsInfoResponse{}, nil
-}
-
-// serve starts a gRPC server on a unix socket in a temp dir and returns the
-// socket path.
-func serve(t *testing.T, register func(*grpc.Server)) string {
-	t.Helper()
-	sock := filepath.Join(t.TempDir(), "cri.sock")
-	lis, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	register(srv)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	return sock
-}
-
-func serveFake(t *testing.T, f *fakeImageService) string {
-	return serve(t, func(s *grpc.Server) { runtimeapi.RegisterImageServiceServer(s, f) })
-}
 
 func dial(t *testing.T, endpoint string, opts ...Option) *ImageService {
 	t.Helper()
@@ -154,7 +52,7 @@ func TestDialErrors(t *testing.T) {
 	l.Close()
 
 	// A gRPC server that serves only the health service.
-	notCRI := serve(t, func(s *grpc.Server) { healthpb.RegisterHealthServer(s, health.NewServer()) })
+	notCRI := critest.Start(t, func(s *grpc.Server) { healthpb.RegisterHealthServer(s, health.NewServer()) }).Path()
 
 	// Listeners that are not gRPC servers: one that answers junk, one that
 	// hangs up at once, and an HTTP/1.1 server.
@@ -252,9 +150,9 @@ func TestSocketPath(t *testing.T) {
 }
 
 func TestImageLifecycle(t *testing.T) {
-	f := newFake()
-	f.private["127.0.0.1:5000/private:v1"] = "alice:s3cret"
-	s := dial(t, serveFake(t, f))
+	f := critest.NewImageService()
+	f.RequireAuth(critest.Repository("127.0.0.1:5000/private"), "alice", "s3cret")
+	s := dial(t, f.Serve(t))
 	ctx := context.Background()
 
 	if got, err := s.ImageStatus(ctx, "127.0.0.1:5000/private:v1"); err != nil || got != nil {
@@ -275,9 +173,8 @@ func TestImageLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatalf("pull with auth: %v", err)
 	}
-	f.mu.Lock()
-	gotAuth := f.auths[len(f.auths)-1]
-	f.mu.Unlock()
+	calls := f.Calls()
+	gotAuth := calls[len(calls)-1].Auth
 	if gotAuth.GetUsername() != "alice" || gotAuth.GetPassword() != "s3cret" {
 		t.Errorf("server saw auth %q/%q, want alice/s3cret", gotAuth.GetUsername(), gotAuth.GetPassword())
 	}
@@ -286,7 +183,11 @@ func TestImageLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &pullmanager.Image{ID: ref, RepoTags: []string{"127.0.0.1:5000/private:v1"}, RepoDigests: []string{"reg/x@" + ref}}
+	digest, err := critest.Digest("127.0.0.1:5000/private:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &pullmanager.Image{ID: ref, RepoTags: []string{"127.0.0.1:5000/private:v1"}, RepoDigests: []string{"127.0.0.1:5000/private@" + digest}}
 	if diff := cmp.Diff(want, img); diff != "" {
 		t.Errorf("ImageStatus (-want +got):\n%s", diff)
 	}
@@ -313,9 +214,9 @@ func TestImageLifecycle(t *testing.T) {
 }
 
 func TestNoCredentialInErrors(t *testing.T) {
-	f := newFake()
-	f.pullErr = status.Error(codes.Unknown, `pull "x" with user alice password hunter22 token tok-123 failed: 401 Unauthorized`)
-	s := dial(t, serveFake(t, f))
+	f := critest.NewImageService()
+	f.Intercept(critest.PullImage, critest.Fail(status.Error(codes.Unknown, `pull "x" with user alice password hunter22 token tok-123 failed: 401 Unauthorized`)))
+	s := dial(t, f.Serve(t))
 	auth := &pullmanager.AuthConfig{Username: "alice", Password: "hunter22", RegistryToken: "tok-123"}
 	_, err := s.PullImage(context.Background(), "x", auth)
 	if err == nil {
@@ -332,10 +233,11 @@ func TestNoCredentialInErrors(t *testing.T) {
 }
 
 func TestTimeouts(t *testing.T) {
-	f := newFake()
-	f.block = true
+	f := critest.NewImageService()
+	f.Intercept(critest.PullImage, critest.Block)
+	f.Intercept(critest.ImageStatus, critest.Block)
 	// Dial's check (ImageFsInfo) does not block.
-	s := dial(t, serveFake(t, f), WithPullTimeout(50*time.Millisecond), WithCallTimeout(50*time.Millisecond))
+	s := dial(t, f.Serve(t), WithPullTimeout(50*time.Millisecond), WithCallTimeout(50*time.Millisecond))
 	_, err := s.PullImage(context.Background(), "img:1", nil)
 	if !errors.Is(err, ErrTimeout) || !IsTransient(err) {
 		t.Errorf("PullImage = %v, want a transient ErrTimeout", err)
@@ -355,7 +257,7 @@ func TestTimeouts(t *testing.T) {
 }
 
 func TestClosed(t *testing.T) {
-	s := dial(t, serveFake(t, newFake()))
+	s := dial(t, critest.NewImageService().Serve(t))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
