@@ -24,7 +24,7 @@ func TestCacheRunTerminalTranscript(t *testing.T) {
 	if err := os.Mkdir(kubelet, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	_, endpoint := startFakeCRI(t, dir, "registry.k8s.io/pause:3.10")
+	_, endpoint := startFakeCRI(t, "registry.k8s.io/pause:3.10")
 	caches := `- namespace: shared
   name: public
   images: [nginx:1.27, registry.example.com/missing/gone:1, registry.k8s.io/pause:3.10]

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,41 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
 	"github.com/pullrecords/pullrecords/imagecache"
 )
-
-// startFakeCRI serves the scripts' fake CRI image service on a unix socket
-// in dir until the test ends, with images present.
-func startFakeCRI(t *testing.T, dir string, images ...string) (*fakeCRI, string) {
-	t.Helper()
-	f := &fakeCRI{images: map[string]*runtimeapi.Image{}}
-	for _, image := range images {
-		_, tag, err := canonical(image)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.add(tag)
-	}
-	path := filepath.Join(dir, "cri.sock")
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	runtimeapi.RegisterImageServiceServer(srv, f)
-	go srv.Serve(l)
-	t.Cleanup(srv.Stop)
-	return f, "unix://" + path
-}
-
-func (f *fakeCRI) has(image string) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.find(image) != nil
-}
 
 // lockedBuffer collects a process's output while the test reads it.
 type lockedBuffer struct {
@@ -118,7 +84,7 @@ func TestCacheRunPicksUpChanges(t *testing.T) {
 	if err := os.Mkdir(kubelet, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	cri, endpoint := startFakeCRI(t, dir)
+	cri, endpoint := startFakeCRI(t)
 	base := []string{"--kubelet-dir", kubelet, "cache"}
 
 	if out, errOut, code := pullrecords(t, "- namespace: shared\n  name: public\n  images: [nginx:1.27]\n", append(base, "apply", "-f", "-")...); code != 0 {
@@ -188,8 +154,8 @@ func TestCacheRunPicksUpChanges(t *testing.T) {
 	}
 	waitFor(t, &stdout, "delete picked up", `(?m)^picked up .*caches.json: deleted shared/public$`)
 	waitFor(t, &stdout, "the removal", `(?m)^succeeded\s+delete\s+shared/public nginx:1.27 Removed$`)
-	if cri.has("nginx:1.27") || !cri.has("busybox:1.37") {
-		t.Errorf("runtime after the delete: nginx %t, busybox %t; want only busybox", cri.has("nginx:1.27"), cri.has("busybox:1.37"))
+	if nginx, busybox := cri.Image("nginx:1.27") != nil, cri.Image("busybox:1.37") != nil; nginx || !busybox {
+		t.Errorf("runtime after the delete: nginx %t, busybox %t; want only busybox", nginx, busybox)
 	}
 	out, _, _ = pullrecords(t, "", append(base, "status")...)
 	if !regexp.MustCompile(`(?m)^ops/tools\s+1\s+-\s+-\s+applied\s+create: 1 succeeded$`).MatchString(out) ||

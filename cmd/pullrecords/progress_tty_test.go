@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,9 +17,7 @@ import (
 	"unsafe"
 
 	"github.com/go-logr/logr"
-	"google.golang.org/grpc"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/pullrecords/pullrecords/accessor"
 	"github.com/pullrecords/pullrecords/fsstore"
@@ -213,7 +210,7 @@ func TestProgressOnTerminal(t *testing.T) {
 			"nothing to migrate: every readable file is v1beta1")
 	})
 	t.Run("prune", func(t *testing.T) {
-		sock := serveFakeCRI(t)
+		_, sock := startFakeCRI(t)
 		term, code := runOnTerminal(t, nil, "--kubelet-dir", kubelet, "--kubelet-stopped",
 			"prune", "--cri", sock, "--dry-run")
 		if code != 0 {
@@ -234,27 +231,6 @@ func TestProgressOnTerminal(t *testing.T) {
 			t.Errorf("stdout = %q, want %q", out.String(), want)
 		}
 	})
-}
-
-// serveFakeCRI serves an empty fake CRI image service and returns its
-// socket.
-func serveFakeCRI(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "pr-cri")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "cri.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	runtimeapi.RegisterImageServiceServer(srv, &fakeCRI{images: map[string]*runtimeapi.Image{}})
-	go srv.Serve(l)
-	t.Cleanup(srv.Stop)
-	return sock
 }
 
 // TestNoProgressOffTerminal: with stderr not a terminal, nothing but the
