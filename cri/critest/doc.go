@@ -11,15 +11,20 @@
 //
 //   - Names are canonicalised as the kubelet's runtimes report them, with
 //     github.com/distribution/reference: "busybox" is stored and reported as
-//     "docker.io/library/busybox:latest". ImageStatus, RemoveImage and
-//     PullImage accept any form that canonicalises to the same reference,
-//     an image ID ("sha256:..."), or a repository digest
-//     ("name@sha256:..."). An unparsable reference is absent to
-//     ImageStatus and RemoveImage and an InvalidArgument error to PullImage.
+//     "docker.io/library/busybox:latest". ImageStatus, RemoveImage and a
+//     ListImages filter resolve any form that canonicalises to a present
+//     tag, a present repository digest ("name@sha256:..."), or an image ID
+//     ("sha256:..."). PullImage takes references only: by tag it yields the
+//     tag's image, by digest the image carrying that repository digest, or
+//     else a new image known by the digest alone. An unparsable reference
+//     is absent to ImageStatus and RemoveImage and an InvalidArgument error
+//     to PullImage. RemoveImage removes the whole image, whatever name it
+//     is given.
 //   - IDs are deterministic: ImageID gives the ID a pull of a reference
 //     yields, the same in every process, and distinct tags give distinct
-//     IDs. Each image has one repository digest per repository, computed the
-//     same way (Digest). Size is a fixed, meaningless number.
+//     IDs. An image pulled or added by tag carries the repository digest
+//     name@Digest(tag), computed the same way. Size is a fixed, meaningless
+//     number.
 //   - ListImages answers in ID order. RemoveImage of an absent image
 //     succeeds. ImageFsInfo answers with no filesystems.
 //   - A pull that RequireAuth covers fails, without the right username and
