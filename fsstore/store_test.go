@@ -19,7 +19,9 @@ import (
 )
 
 func TestFileName(t *testing.T) {
-	// Names the kubelet's testdata uses (facts §3), recomputed here.
+	// File names found in the kubelet's pkg/kubelet/images/pullmanager/testdata
+	// (pulling/ and pulled/), recomputed here: cacheFilename in
+	// fs_pullrecords.go is "sha256-" and the lowercase hex SHA-256 of the key.
 	for key, prefix := range map[string]string{
 		"docker.io/testing/test:latest": "sha256-aef2af22",
 		"repo.repo/test/test:v1":        "sha256-ee81caca",

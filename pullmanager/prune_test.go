@@ -14,7 +14,9 @@ import (
 
 var cmpSorted = cmpopts.SortSlices(func(a, b string) bool { return a < b })
 
-// TestPruneUnknownRecords covers facts §4.10.
+// TestPruneUnknownRecords covers the kubelet's PruneUnknownRecords
+// (pkg/kubelet/images/pullmanager/image_pull_manager.go): a record is
+// deleted when updated before until and its imageRef is not in the list.
 func TestPruneUnknownRecords(t *testing.T) {
 	ctx, _ := testCtx(t)
 	store := newFaultyStore()
