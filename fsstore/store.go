@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -196,8 +197,10 @@ func openDirs(logger klog.Logger, kubeletDir string, writable, sync bool) (inten
 }
 
 // ensureDir checks that sub (a slash-separated path inside root) is a real
-// directory, creating it with mode 0700 when missing and create is set, and
-// syncing its parent after creating it when sync is set.
+// directory, not a symbolic link, creating it with mode 0700 when missing and
+// create is set, and syncing its parent after creating it when sync is set.
+// It is the only place the package creates a directory: mkdirAll uses it for
+// the kubelet directory's missing parents too.
 func ensureDir(root *os.Root, sub string, create, sync bool) error {
 	fi, err := root.Lstat(sub)
 	if err == nil {
@@ -222,7 +225,7 @@ func ensureDir(root *os.Root, sub string, create, sync bool) error {
 	if !sync {
 		return nil
 	}
-	parent, err := root.Open(filepath.Dir(sub))
+	parent, err := root.Open(path.Dir(sub))
 	if err != nil {
 		return err
 	}
@@ -231,7 +234,7 @@ func ensureDir(root *os.Root, sub string, create, sync bool) error {
 		return err
 	}
 	if dirSynced != nil {
-		dirSynced(filepath.Join(root.Name(), filepath.Dir(sub)))
+		dirSynced(filepath.Join(root.Name(), filepath.FromSlash(path.Dir(sub))))
 	}
 	return nil
 }
@@ -240,48 +243,45 @@ func ensureDir(root *os.Root, sub string, create, sync bool) error {
 // directory was created in it.
 var dirSynced func(dir string)
 
-// mkdirAll creates p and its missing parents with mode 0700, syncing each
-// parent after creating a directory in it when sync is set. p itself may be
-// a symbolic link to a directory: it is the caller's configuration, not data.
+// mkdirAll makes sure p is a directory, creating it and its missing parents
+// through ensureDir (mode 0700, each parent synced after a directory is
+// created in it when sync is set). The directories that already exist, p
+// included, may be symbolic links to directories: they are the caller's
+// configuration, not data. A directory created here must stay a real one.
 func mkdirAll(p string, sync bool) error {
-	fi, err := os.Stat(p)
-	if err == nil {
-		if !fi.IsDir() {
-			return fmt.Errorf("%s: %w", p, ErrUnsafeDir)
+	// Walk up to the nearest directory that exists, remembering the
+	// missing names below it.
+	base := filepath.Clean(p)
+	var missing []string
+	for {
+		fi, err := os.Stat(base)
+		if err == nil {
+			if !fi.IsDir() {
+				return fmt.Errorf("%s: %w", base, ErrUnsafeDir)
+			}
+			break
 		}
-		return nil
-	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	parent := filepath.Dir(p)
-	if parent != p {
-		if err := mkdirAll(parent, sync); err != nil {
+		parent := filepath.Dir(base)
+		if !errors.Is(err, fs.ErrNotExist) || parent == base {
 			return err
 		}
+		missing = append(missing, filepath.Base(base))
+		base = parent
 	}
-	if err := os.Mkdir(p, dirPerm); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return nil
-		}
-		return err
-	}
-	if err := os.Chmod(p, dirPerm); err != nil {
-		return err
-	}
-	if !sync {
+	if len(missing) == 0 {
 		return nil
 	}
-	f, err := os.Open(parent)
+	root, err := os.OpenRoot(base)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if dirSynced != nil {
-		dirSynced(parent)
+	defer root.Close()
+	sub := ""
+	for _, name := range slices.Backward(missing) {
+		sub = path.Join(sub, name)
+		if err := ensureDir(root, sub, true, sync); err != nil {
+			return err
+		}
 	}
 	return nil
 }
