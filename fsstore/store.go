@@ -321,23 +321,64 @@ func (s *Store) begin(write bool) (func(), error) {
 // ListImagePullIntents returns every readable intent, sorted by file name.
 // Unreadable files are reported in one *accessor.ListError.
 func (s *Store) ListImagePullIntents() ([]*accessor.ImagePullIntent, error) {
+	return listOf(s, s.intents, intentOf)
+}
+
+// ListImagePulledRecords returns every readable pulled record, sorted by file
+// name. Unreadable files are reported in one *accessor.ListError.
+func (s *Store) ListImagePulledRecords() ([]*accessor.ImagePulledRecord, error) {
+	return listOf(s, s.records, recordOf)
+}
+
+// RangeImagePulledRecords calls fn with every record ListImagePulledRecords
+// would return, from up to one goroutine per core at once, and returns the
+// error it would return. It never holds every decoded record at once: the
+// first call after open decodes the files New read block by block, and
+// releases each block once fn has seen it.
+func (s *Store) RangeImagePulledRecords(fn func(*accessor.ImagePulledRecord)) error {
+	return s.eachListed(s.records, nil, func(_ int, dec *accessor.Decoded) { fn(dec.Record) })
+}
+
+func intentOf(dec *accessor.Decoded) *accessor.ImagePullIntent   { return dec.Intent }
+func recordOf(dec *accessor.Decoded) *accessor.ImagePulledRecord { return dec.Record }
+
+// listOf is both lists: what pick takes from every readable entry of d, in
+// file-name order, and the error eachListed returns.
+func listOf[T any](s *Store, d *dir, pick func(*accessor.Decoded) *T) ([]*T, error) {
+	var out []*T
+	err := s.eachListed(d, func(n int) { out = make([]*T, n) }, func(i int, dec *accessor.Decoded) { out[i] = pick(dec) })
+	if out == nil {
+		return nil, err // the directory could not be listed
+	}
+	return slices.DeleteFunc(out, func(v *T) bool { return v == nil }), err
+}
+
+// eachListed is the one implementation of the lists and of
+// RangeImagePulledRecords. It lists d (the open-time snapshot the first
+// time, the disk otherwise), calls start (when not nil) with the number of
+// entries listed, then fn with the index and content of every readable
+// entry, from up to one goroutine per core, and returns the
+// *accessor.ListError naming every other entry, or nil. An error listing the
+// directory is returned before start is called.
+func (s *Store) eachListed(d *dir, start func(n int), fn func(i int, dec *accessor.Decoded)) error {
 	end, err := s.begin(false)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer end()
-	entries, err := s.intents.list(s.opts.workers)
+	entries, err := d.list(s.opts.workers)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out := make([]*accessor.ImagePullIntent, len(entries))
-	s.intents.each(entries, s.opts.workers, func(i int, l *loaded) {
+	if start != nil {
+		start(len(entries))
+	}
+	d.each(entries, s.opts.workers, func(i int, l *loaded) {
 		if l.err == nil {
-			out[i] = l.dec.Intent
+			fn(i, &l.dec)
 		}
 	})
-	return slices.DeleteFunc(out, func(in *accessor.ImagePullIntent) bool { return in == nil }),
-		listError(s.intents, entries)
+	return listError(d, entries)
 }
 
 // listError returns the *accessor.ListError naming every entry that could
@@ -353,51 +394,6 @@ func listError(d *dir, entries []loaded) error {
 		return &accessor.ListError{What: d.what, Errs: errs}
 	}
 	return nil
-}
-
-// ListImagePulledRecords returns every readable pulled record, sorted by file
-// name. Unreadable files are reported in one *accessor.ListError.
-func (s *Store) ListImagePulledRecords() ([]*accessor.ImagePulledRecord, error) {
-	end, err := s.begin(false)
-	if err != nil {
-		return nil, err
-	}
-	defer end()
-	entries, err := s.records.list(s.opts.workers)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*accessor.ImagePulledRecord, len(entries))
-	s.records.each(entries, s.opts.workers, func(i int, l *loaded) {
-		if l.err == nil {
-			out[i] = l.dec.Record
-		}
-	})
-	return slices.DeleteFunc(out, func(r *accessor.ImagePulledRecord) bool { return r == nil }),
-		listError(s.records, entries)
-}
-
-// RangeImagePulledRecords calls fn with every record ListImagePulledRecords
-// would return, from up to one goroutine per core at once, and returns the
-// error it would return. It never holds every decoded record at once: the
-// first call after open decodes the files New read block by block, and
-// releases each block once fn has seen it.
-func (s *Store) RangeImagePulledRecords(fn func(*accessor.ImagePulledRecord)) error {
-	end, err := s.begin(false)
-	if err != nil {
-		return err
-	}
-	defer end()
-	entries, err := s.records.list(s.opts.workers)
-	if err != nil {
-		return err
-	}
-	s.records.each(entries, s.opts.workers, func(_ int, l *loaded) {
-		if l.err == nil {
-			fn(l.dec.Record)
-		}
-	})
-	return listError(s.records, entries)
 }
 
 // ImagePullIntentExists reports whether an intent for exactly image is
