@@ -271,3 +271,50 @@ func TestDeepCopyShares(t *testing.T) {
 		t.Error("DeepCopy of nil is not nil")
 	}
 }
+
+// A time in range with its zone offset but out of range in UTC must not
+// decode: re-encoding it would give a year no decoder accepts.
+func TestDecodeRejectsTimeOutsideUTCRange(t *testing.T) {
+	for _, ts := range []string{"9999-12-31T23:59:59-01:00", "0000-01-01T00:30:00+01:00"} {
+		data := []byte(`{"kind":"ImagePulledRecord","apiVersion":"kubelet.config.k8s.io/v1beta1","lastUpdatedTime":"` + ts + `","imageRef":"r"}`)
+		if _, err := accessor.Decode(data); !errors.Is(err, accessor.ErrMalformed) {
+			t.Errorf("Decode with time %s: err = %v, want ErrMalformed", ts, err)
+		}
+	}
+	rec := &accessor.ImagePulledRecord{ImageRef: "r", LastUpdatedTime: metav1.NewTime(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC))}
+	if _, err := accessor.EncodePulledRecord(rec); !errors.Is(err, accessor.ErrTimeOutOfRange) {
+		t.Errorf("EncodePulledRecord of year 10000: err = %v, want ErrTimeOutOfRange", err)
+	}
+}
+
+// Files not in the kubelet's own key order take the serializer's path and
+// must decode to the same values as the fast path.
+func TestDecodeFastAndSlowPathsAgree(t *testing.T) {
+	fast, err := accessor.EncodePulledRecord(benchRecord())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Same object, apiVersion before kind and with spaces: not a fast-path prefix.
+	slow := []byte(`{ "apiVersion":"kubelet.config.k8s.io/v1beta1", "kind":"ImagePulledRecord"` + string(fast[len(`{"kind":"ImagePulledRecord","apiVersion":"kubelet.config.k8s.io/v1beta1"`):]))
+	a, err := accessor.Decode(fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := accessor.Decode(slow)
+	if err != nil {
+		t.Fatalf("slow path: %v (%s)", err, slow)
+	}
+	if diff := cmp.Diff(a, b); diff != "" {
+		t.Errorf("fast and slow decode differ (-fast +slow):\n%s", diff)
+	}
+	for _, bad := range []string{
+		`{"kind":"ImagePullIntent","apiVersion":"kubelet.config.k8s.io/v1beta1","image":"x","kind":"ImagePulledRecord"}`,
+		`{"kind":"ImagePullIntent","apiVersion":"kubelet.config.k8s.io/v1beta1","image":"x","apiVersion":"kubelet.config.k8s.io/v1alpha1"}`,
+		`{"kind":"ImagePullIntent","apiVersion":"kubelet.config.k8s.io/v1beta1","image":"x","imageRef":"y"}`,
+		`{"kind":"ImagePullIntent","apiVersion":"kubelet.config.k8s.io/v1beta1","image":"x"} {}`,
+	} {
+		if _, err := accessor.Decode([]byte(bad)); !errors.Is(err, accessor.ErrMalformed) {
+			t.Errorf("Decode(%s) = %v, want ErrMalformed", bad, err)
+		}
+	}
+}

@@ -79,7 +79,8 @@ func TestDialErrors(t *testing.T) {
 		{"missing socket, unix scheme", "unix://" + missing, ErrEndpointNotFound, missing},
 		{"tcp scheme", "tcp://127.0.0.1:1", ErrInvalidEndpoint, "tcp://"},
 		{"relative path", "run/cri.sock", ErrInvalidEndpoint, "run/cri.sock"},
-		{"empty", "", ErrInvalidEndpoint, ""},
+		// The endpoint is quoted in the message, so an empty one shows as "".
+		{"empty", "", ErrInvalidEndpoint, `"": want unix:///absolute/path`},
 		{"regular file", regular, ErrInvalidEndpoint, regular},
 		{"nobody listening", stale, ErrEndpointNotFound, stale},
 		{"grpc without image service", notCRI, ErrNotCRI, notCRI},
@@ -97,6 +98,9 @@ func TestDialErrors(t *testing.T) {
 			t.Logf("Dial(%q): %v", tc.endpoint, err)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("Dial(%q) = %v, want %v", tc.endpoint, err, tc.want)
+			}
+			if tc.mention == "" {
+				t.Fatal("row has no text to look for in the error")
 			}
 			if !strings.Contains(err.Error(), tc.mention) {
 				t.Errorf("error %q does not mention %q", err, tc.mention)

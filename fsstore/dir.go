@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/pullrecords/pullrecords/accessor"
 	"github.com/pullrecords/pullrecords/internal/atomicfile"
@@ -213,6 +212,18 @@ type batch interface {
 	close() error
 }
 
+// openBatch opens a batch over the directory, or returns nil when its file
+// system has none (or it cannot be opened): the readers then take the dirFS
+// path. The caller closes a batch it got.
+func (d *dir) openBatch() batch {
+	if br, ok := d.fs.(batchReader); ok {
+		if b, err := br.openBatch(); err == nil {
+			return b
+		}
+	}
+	return nil
+}
+
 // scan lists the names of the directory's record entries and of its stray
 // temporary files. A record entry is any entry whose name the kubelet would
 // read ("sha256-…" not ending in ".tmp"), whatever its type: a
@@ -281,31 +292,16 @@ const blockSize = 256
 // decoded now.
 func (d *dir) load(names []typedEntry, workers int, deferDecode bool) []loaded {
 	out := make([]loaded, len(names))
-	var b batch
-	if br, ok := d.fs.(batchReader); ok {
-		if opened, err := br.openBatch(); err == nil {
-			b = opened
-			defer b.close()
+	b := d.openBatch()
+	if b != nil {
+		defer b.close()
+	}
+	eachBlock(len(names), workers, func(lo, hi int, buf []byte) []byte {
+		for i := lo; i < hi; i++ {
+			out[i], buf = d.readEntry(b, names[i], buf, deferDecode)
 		}
-	}
-	blocks := (len(names) + blockSize - 1) / blockSize
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range max(1, min(workers, blocks)) {
-		wg.Go(func() {
-			var buf []byte
-			for {
-				k := int(next.Add(1)) - 1
-				if k >= blocks {
-					return
-				}
-				for i := k * blockSize; i < min((k+1)*blockSize, len(names)); i++ {
-					out[i], buf = d.readEntry(b, names[i], buf, deferDecode)
-				}
-			}
-		})
-	}
-	wg.Wait()
+		return buf
+	})
 	return slices.DeleteFunc(out, func(l loaded) bool { return l.name == "" })
 }
 
@@ -393,30 +389,18 @@ func (d *dir) list(workers int) ([]loaded, error) {
 // longer holds its raw bytes or decoded value, so a consumed open-time
 // snapshot is released block by block while later blocks are decoded.
 func (d *dir) each(entries []loaded, workers int, fn func(i int, l *loaded)) {
-	blocks := (len(entries) + blockSize - 1) / blockSize
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range max(1, min(workers, blocks)) {
-		wg.Go(func() {
-			var buf []byte
-			for {
-				k := int(next.Add(1)) - 1
-				if k >= blocks {
-					return
-				}
-				for i := k * blockSize; i < min((k+1)*blockSize, len(entries)); i++ {
-					l := &entries[i]
-					if l.raw != nil {
-						buf = append(append(buf[:0], d.canonPrefix...), l.raw...)
-						l.dec, l.err = d.decodeValidated(l.name, buf)
-					}
-					fn(i, l)
-					*l = loaded{name: l.name, err: l.err}
-				}
+	eachBlock(len(entries), workers, func(lo, hi int, buf []byte) []byte {
+		for i := lo; i < hi; i++ {
+			l := &entries[i]
+			if l.raw != nil {
+				buf = append(append(buf[:0], d.canonPrefix...), l.raw...)
+				l.dec, l.err = d.decodeValidated(l.name, buf)
 			}
-		})
-	}
-	wg.Wait()
+			fn(i, l)
+			*l = loaded{name: l.name, err: l.err}
+		}
+		return buf
+	})
 }
 
 // decodeValidated decodes bytes validate accepted.

@@ -5,7 +5,6 @@ import (
 	"io/fs"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 )
 
@@ -55,42 +54,28 @@ func (d *dir) listAll() ([]typedEntry, error) {
 // careful path (inspectEntry).
 func (d *dir) inspectAll(entries []typedEntry, owner ownerCheck, workers int) ([]FileReport, int) {
 	var b statBatch
-	if br, ok := d.fs.(batchReader); ok {
-		if opened, err := br.openBatch(); err == nil {
-			defer opened.close()
-			b, _ = opened.(statBatch)
-		}
+	if opened := d.openBatch(); opened != nil {
+		defer opened.close()
+		b, _ = opened.(statBatch)
 	}
-	blocks := (len(entries) + blockSize - 1) / blockSize
-	found := make([][]FileReport, blocks)
+	found := make([][]FileReport, (len(entries)+blockSize-1)/blockSize)
 	var readable atomic.Int64
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range max(1, min(workers, blocks)) {
-		wg.Go(func() {
-			var buf []byte
-			n := 0
-			defer func() { readable.Add(int64(n)) }()
-			for {
-				k := int(next.Add(1)) - 1
-				if k >= blocks {
-					return
-				}
-				for _, e := range entries[k*blockSize : min((k+1)*blockSize, len(entries))] {
-					var fr FileReport
-					var ok bool
-					fr, ok, buf = d.inspectListed(b, owner, e, buf)
-					if ok {
-						n++
-					}
-					if fr.Problem != "" {
-						found[k] = append(found[k], fr)
-					}
-				}
+	eachBlock(len(entries), workers, func(lo, hi int, buf []byte) []byte {
+		n := 0
+		for _, e := range entries[lo:hi] {
+			var fr FileReport
+			var ok bool
+			fr, ok, buf = d.inspectListed(b, owner, e, buf)
+			if ok {
+				n++
 			}
-		})
-	}
-	wg.Wait()
+			if fr.Problem != "" {
+				found[lo/blockSize] = append(found[lo/blockSize], fr)
+			}
+		}
+		readable.Add(int64(n))
+		return buf
+	})
 	var out []FileReport
 	for _, f := range found {
 		out = append(out, f...)

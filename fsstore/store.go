@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -196,8 +197,10 @@ func openDirs(logger klog.Logger, kubeletDir string, writable, sync bool) (inten
 }
 
 // ensureDir checks that sub (a slash-separated path inside root) is a real
-// directory, creating it with mode 0700 when missing and create is set, and
-// syncing its parent after creating it when sync is set.
+// directory, not a symbolic link, creating it with mode 0700 when missing and
+// create is set, and syncing its parent after creating it when sync is set.
+// It is the only place the package creates a directory: mkdirAll uses it for
+// the kubelet directory's missing parents too.
 func ensureDir(root *os.Root, sub string, create, sync bool) error {
 	fi, err := root.Lstat(sub)
 	if err == nil {
@@ -222,7 +225,7 @@ func ensureDir(root *os.Root, sub string, create, sync bool) error {
 	if !sync {
 		return nil
 	}
-	parent, err := root.Open(filepath.Dir(sub))
+	parent, err := root.Open(path.Dir(sub))
 	if err != nil {
 		return err
 	}
@@ -231,7 +234,7 @@ func ensureDir(root *os.Root, sub string, create, sync bool) error {
 		return err
 	}
 	if dirSynced != nil {
-		dirSynced(filepath.Join(root.Name(), filepath.Dir(sub)))
+		dirSynced(filepath.Join(root.Name(), filepath.FromSlash(path.Dir(sub))))
 	}
 	return nil
 }
@@ -240,48 +243,45 @@ func ensureDir(root *os.Root, sub string, create, sync bool) error {
 // directory was created in it.
 var dirSynced func(dir string)
 
-// mkdirAll creates p and its missing parents with mode 0700, syncing each
-// parent after creating a directory in it when sync is set. p itself may be
-// a symbolic link to a directory: it is the caller's configuration, not data.
+// mkdirAll makes sure p is a directory, creating it and its missing parents
+// through ensureDir (mode 0700, each parent synced after a directory is
+// created in it when sync is set). The directories that already exist, p
+// included, may be symbolic links to directories: they are the caller's
+// configuration, not data. A directory created here must stay a real one.
 func mkdirAll(p string, sync bool) error {
-	fi, err := os.Stat(p)
-	if err == nil {
-		if !fi.IsDir() {
-			return fmt.Errorf("%s: %w", p, ErrUnsafeDir)
+	// Walk up to the nearest directory that exists, remembering the
+	// missing names below it.
+	base := filepath.Clean(p)
+	var missing []string
+	for {
+		fi, err := os.Stat(base)
+		if err == nil {
+			if !fi.IsDir() {
+				return fmt.Errorf("%s: %w", base, ErrUnsafeDir)
+			}
+			break
 		}
-		return nil
-	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	parent := filepath.Dir(p)
-	if parent != p {
-		if err := mkdirAll(parent, sync); err != nil {
+		parent := filepath.Dir(base)
+		if !errors.Is(err, fs.ErrNotExist) || parent == base {
 			return err
 		}
+		missing = append(missing, filepath.Base(base))
+		base = parent
 	}
-	if err := os.Mkdir(p, dirPerm); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return nil
-		}
-		return err
-	}
-	if err := os.Chmod(p, dirPerm); err != nil {
-		return err
-	}
-	if !sync {
+	if len(missing) == 0 {
 		return nil
 	}
-	f, err := os.Open(parent)
+	root, err := os.OpenRoot(base)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if dirSynced != nil {
-		dirSynced(parent)
+	defer root.Close()
+	sub := ""
+	for _, name := range slices.Backward(missing) {
+		sub = path.Join(sub, name)
+		if err := ensureDir(root, sub, true, sync); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -321,23 +321,64 @@ func (s *Store) begin(write bool) (func(), error) {
 // ListImagePullIntents returns every readable intent, sorted by file name.
 // Unreadable files are reported in one *accessor.ListError.
 func (s *Store) ListImagePullIntents() ([]*accessor.ImagePullIntent, error) {
+	return listOf(s, s.intents, intentOf)
+}
+
+// ListImagePulledRecords returns every readable pulled record, sorted by file
+// name. Unreadable files are reported in one *accessor.ListError.
+func (s *Store) ListImagePulledRecords() ([]*accessor.ImagePulledRecord, error) {
+	return listOf(s, s.records, recordOf)
+}
+
+// RangeImagePulledRecords calls fn with every record ListImagePulledRecords
+// would return, from up to one goroutine per core at once, and returns the
+// error it would return. It never holds every decoded record at once: the
+// first call after open decodes the files New read block by block, and
+// releases each block once fn has seen it.
+func (s *Store) RangeImagePulledRecords(fn func(*accessor.ImagePulledRecord)) error {
+	return s.eachListed(s.records, nil, func(_ int, dec *accessor.Decoded) { fn(dec.Record) })
+}
+
+func intentOf(dec *accessor.Decoded) *accessor.ImagePullIntent   { return dec.Intent }
+func recordOf(dec *accessor.Decoded) *accessor.ImagePulledRecord { return dec.Record }
+
+// listOf is both lists: what pick takes from every readable entry of d, in
+// file-name order, and the error eachListed returns.
+func listOf[T any](s *Store, d *dir, pick func(*accessor.Decoded) *T) ([]*T, error) {
+	var out []*T
+	err := s.eachListed(d, func(n int) { out = make([]*T, n) }, func(i int, dec *accessor.Decoded) { out[i] = pick(dec) })
+	if out == nil {
+		return nil, err // the directory could not be listed
+	}
+	return slices.DeleteFunc(out, func(v *T) bool { return v == nil }), err
+}
+
+// eachListed is the one implementation of the lists and of
+// RangeImagePulledRecords. It lists d (the open-time snapshot the first
+// time, the disk otherwise), calls start (when not nil) with the number of
+// entries listed, then fn with the index and content of every readable
+// entry, from up to one goroutine per core, and returns the
+// *accessor.ListError naming every other entry, or nil. An error listing the
+// directory is returned before start is called.
+func (s *Store) eachListed(d *dir, start func(n int), fn func(i int, dec *accessor.Decoded)) error {
 	end, err := s.begin(false)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer end()
-	entries, err := s.intents.list(s.opts.workers)
+	entries, err := d.list(s.opts.workers)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out := make([]*accessor.ImagePullIntent, len(entries))
-	s.intents.each(entries, s.opts.workers, func(i int, l *loaded) {
+	if start != nil {
+		start(len(entries))
+	}
+	d.each(entries, s.opts.workers, func(i int, l *loaded) {
 		if l.err == nil {
-			out[i] = l.dec.Intent
+			fn(i, &l.dec)
 		}
 	})
-	return slices.DeleteFunc(out, func(in *accessor.ImagePullIntent) bool { return in == nil }),
-		listError(s.intents, entries)
+	return listError(d, entries)
 }
 
 // listError returns the *accessor.ListError naming every entry that could
@@ -353,51 +394,6 @@ func listError(d *dir, entries []loaded) error {
 		return &accessor.ListError{What: d.what, Errs: errs}
 	}
 	return nil
-}
-
-// ListImagePulledRecords returns every readable pulled record, sorted by file
-// name. Unreadable files are reported in one *accessor.ListError.
-func (s *Store) ListImagePulledRecords() ([]*accessor.ImagePulledRecord, error) {
-	end, err := s.begin(false)
-	if err != nil {
-		return nil, err
-	}
-	defer end()
-	entries, err := s.records.list(s.opts.workers)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*accessor.ImagePulledRecord, len(entries))
-	s.records.each(entries, s.opts.workers, func(i int, l *loaded) {
-		if l.err == nil {
-			out[i] = l.dec.Record
-		}
-	})
-	return slices.DeleteFunc(out, func(r *accessor.ImagePulledRecord) bool { return r == nil }),
-		listError(s.records, entries)
-}
-
-// RangeImagePulledRecords calls fn with every record ListImagePulledRecords
-// would return, from up to one goroutine per core at once, and returns the
-// error it would return. It never holds every decoded record at once: the
-// first call after open decodes the files New read block by block, and
-// releases each block once fn has seen it.
-func (s *Store) RangeImagePulledRecords(fn func(*accessor.ImagePulledRecord)) error {
-	end, err := s.begin(false)
-	if err != nil {
-		return err
-	}
-	defer end()
-	entries, err := s.records.list(s.opts.workers)
-	if err != nil {
-		return err
-	}
-	s.records.each(entries, s.opts.workers, func(_ int, l *loaded) {
-		if l.err == nil {
-			fn(l.dec.Record)
-		}
-	})
-	return listError(s.records, entries)
 }
 
 // ImagePullIntentExists reports whether an intent for exactly image is

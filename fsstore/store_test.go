@@ -19,7 +19,9 @@ import (
 )
 
 func TestFileName(t *testing.T) {
-	// Names the kubelet's testdata uses (facts §3), recomputed here.
+	// File names found in the kubelet's pkg/kubelet/images/pullmanager/testdata
+	// (pulling/ and pulled/), recomputed here: cacheFilename in
+	// fs_pullrecords.go is "sha256-" and the lowercase hex SHA-256 of the key.
 	for key, prefix := range map[string]string{
 		"docker.io/testing/test:latest": "sha256-aef2af22",
 		"repo.repo/test/test:v1":        "sha256-ee81caca",
@@ -579,6 +581,37 @@ func TestTimeOutOfRangeIsRejected(t *testing.T) {
 	}
 	if got, _, err := s.GetImagePulledRecord(rec.ImageRef); err != nil || !got.LastUpdatedTime.Equal(&rec.LastUpdatedTime) {
 		t.Errorf("read back %v, %v", got, err)
+	}
+}
+
+// The kubelet directory's existing parents may be symbolic links (the
+// caller's configuration); its missing parents are created 0700; an existing
+// parent that is not a directory is refused.
+func TestNewCreatesKubeletDirParents(t *testing.T) {
+	base := t.TempDir()
+	target := filepath.Join(base, "real")
+	if err := os.Mkdir(target, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(base, "link")); err != nil {
+		t.Fatal(err)
+	}
+	openStore(t, filepath.Join(base, "link", "a", "kubelet")).Close()
+	for _, d := range []string{"a", "a/kubelet", "a/kubelet/" + DirName, "a/kubelet/" + DirName + "/" + RecordsDir} {
+		fi, err := os.Lstat(filepath.Join(target, filepath.FromSlash(d)))
+		if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s: %v, %v; want a 0700 directory", d, fi, err)
+		}
+	}
+	file := filepath.Join(base, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, kubeletDir := range []string{file, filepath.Join(file, "kubelet")} {
+		if s, err := New(testLogger(t), kubeletDir); err == nil {
+			s.Close()
+			t.Errorf("New(%s) over a regular file succeeded", kubeletDir)
+		}
 	}
 }
 

@@ -43,31 +43,27 @@ const (
 // are still being read (with ByKey, once every key is known). It neither
 // uses nor consumes the open-time snapshot.
 func (s *Store) WalkImagePulledRecords(order WalkOrder, fn func(*accessor.ImagePulledRecord, error) error) error {
-	end, err := s.begin(false)
-	if err != nil {
-		return err
-	}
-	defer end()
-	return s.records.walk(order, s.opts.workers, func(l *loaded) error {
-		if l.err != nil {
-			return fn(nil, l.err)
-		}
-		return fn(l.dec.Record, nil)
-	})
+	return walkOf(s, s.records, order, fn, recordOf)
 }
 
 // WalkImagePullIntents is WalkImagePulledRecords for the intents directory.
 func (s *Store) WalkImagePullIntents(order WalkOrder, fn func(*accessor.ImagePullIntent, error) error) error {
+	return walkOf(s, s.intents, order, fn, intentOf)
+}
+
+// walkOf is both walks: it walks d, handing fn what pick takes from each
+// readable entry, or the entry's error.
+func walkOf[T any](s *Store, d *dir, order WalkOrder, fn func(*T, error) error, pick func(*accessor.Decoded) *T) error {
 	end, err := s.begin(false)
 	if err != nil {
 		return err
 	}
 	defer end()
-	return s.intents.walk(order, s.opts.workers, func(l *loaded) error {
+	return d.walk(order, s.opts.workers, func(l *loaded) error {
 		if l.err != nil {
 			return fn(nil, l.err)
 		}
-		return fn(l.dec.Intent, nil)
+		return fn(pick(&l.dec), nil)
 	})
 }
 
@@ -96,18 +92,15 @@ type keyed struct {
 // Entries that disappeared are left out.
 func (d *dir) sortByKey(names []typedEntry, workers int) []typedEntry {
 	keys := make([]keyed, len(names))
-	var b batch
-	if br, ok := d.fs.(batchReader); ok {
-		if opened, err := br.openBatch(); err == nil {
-			b = opened
-			defer b.close()
-		}
+	b := d.openBatch()
+	if b != nil {
+		defer b.close()
 	}
-	d.eachBlock(len(names), workers, func(lo, hi int) {
-		var buf []byte
+	eachBlock(len(names), workers, func(lo, hi int, buf []byte) []byte {
 		for i := lo; i < hi; i++ {
 			keys[i], buf = d.readKey(b, names[i], buf)
 		}
+		return buf
 	})
 	keys = slices.DeleteFunc(keys, func(k keyed) bool { return k.name == "" })
 	slices.SortFunc(keys, func(a, b keyed) int {
@@ -150,20 +143,24 @@ func (d *dir) readKey(b batch, e typedEntry, buf []byte) (keyed, []byte) {
 	return keyed{typedEntry: e, key: l.dec.Key(), ok: l.err == nil}, buf
 }
 
-// eachBlock calls fn with the bounds of each block of blockSize of n
-// entries, on up to workers goroutines, and returns when all are done.
-func (d *dir) eachBlock(n, workers int, fn func(lo, hi int)) {
+// eachBlock is the package's one pool of readers: it calls fn with the
+// bounds of each block of blockSize of n entries, on up to workers
+// goroutines, each taking the next block not yet taken, and returns when
+// all are done. fn gets its goroutine's buffer and returns it, so a
+// goroutine reuses one buffer for every file it reads.
+func eachBlock(n, workers int, fn func(lo, hi int, buf []byte) []byte) {
 	blocks := (n + blockSize - 1) / blockSize
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range max(1, min(workers, blocks)) {
 		wg.Go(func() {
+			var buf []byte
 			for {
 				k := int(next.Add(1)) - 1
 				if k >= blocks {
 					return
 				}
-				fn(k*blockSize, min((k+1)*blockSize, n))
+				buf = fn(k*blockSize, min((k+1)*blockSize, n), buf)
 			}
 		})
 	}
@@ -181,12 +178,9 @@ func (d *dir) walkEntries(names []typedEntry, workers int, fn func(l *loaded) er
 	if len(names) == 0 {
 		return nil
 	}
-	var b batch
-	if br, ok := d.fs.(batchReader); ok {
-		if opened, err := br.openBatch(); err == nil {
-			b = opened
-			defer b.close()
-		}
+	b := d.openBatch()
+	if b != nil {
+		defer b.close()
 	}
 	type job struct {
 		entries []typedEntry

@@ -214,8 +214,9 @@ func (c *Cache) intentReadThrough(image string) (bool, error) {
 	return true, nil
 }
 
-// WriteImagePullIntent writes the intent to the delegate and, if that
-// succeeds, to memory.
+// WriteImagePullIntent writes the intent to the delegate and, if the
+// delegate applied it (no error, or an error matching accessor.ErrNotDurable,
+// which is still returned), to memory.
 func (c *Cache) WriteImagePullIntent(logger klog.Logger, image string) error {
 	if err := accessor.ValidateKey(image); err != nil {
 		return err
@@ -228,8 +229,9 @@ func (c *Cache) WriteImagePullIntent(logger klog.Logger, image string) error {
 	return err
 }
 
-// DeleteImagePullIntent deletes the intent from the delegate and, if that
-// succeeds, from memory.
+// DeleteImagePullIntent deletes the intent from the delegate and, if the
+// delegate applied the delete (no error, or an error matching
+// accessor.ErrNotDurable, which is still returned), from memory.
 func (c *Cache) DeleteImagePullIntent(logger klog.Logger, image string) error {
 	defer c.locks.Lock(image)()
 	err := c.delegate.DeleteImagePullIntent(logger, image)
@@ -307,8 +309,9 @@ func (c *Cache) recordReadThrough(imageRef string) (*recordEntry, bool, error) {
 	return e, true, nil
 }
 
-// WriteImagePulledRecord writes the record to the delegate and, if that
-// succeeds, a copy of it (time in storage form) to memory.
+// WriteImagePulledRecord writes the record to the delegate and, if the
+// delegate applied it (no error, or an error matching accessor.ErrNotDurable,
+// which is still returned), a copy of it (time in storage form) to memory.
 func (c *Cache) WriteImagePulledRecord(logger klog.Logger, record *accessor.ImagePulledRecord) error {
 	if record == nil {
 		return accessor.ErrNilRecord
@@ -327,8 +330,9 @@ func (c *Cache) WriteImagePulledRecord(logger klog.Logger, record *accessor.Imag
 	return err
 }
 
-// DeleteImagePulledRecord deletes the record from the delegate and, if that
-// succeeds, from memory.
+// DeleteImagePulledRecord deletes the record from the delegate and, if the
+// delegate applied the delete (no error, or an error matching
+// accessor.ErrNotDurable, which is still returned), from memory.
 func (c *Cache) DeleteImagePulledRecord(logger klog.Logger, imageRef string) error {
 	defer c.locks.Lock(imageRef)()
 	err := c.delegate.DeleteImagePulledRecord(logger, imageRef)

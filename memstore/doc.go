@@ -18,11 +18,12 @@
 // then on:
 //
 //   - Writes and deletes go to the delegate first and change memory only if
-//     the delegate succeeded, so a failed write leaves the old value cached
-//     and a failed delete leaves the entry; an error matching
+//     the delegate applied the change: it returned nil, or an error matching
 //     accessor.ErrNotDurable (the change is visible in the delegate but may
-//     not survive a power cut) is returned and the change is applied to
-//     memory too, so the cache never disagrees with the delegate. Writes,
+//     not survive a power cut), which is returned to the caller after memory
+//     is changed, so the cache never disagrees with the delegate. Any other
+//     error leaves memory alone: a failed write leaves the old value cached
+//     and a failed delete leaves the entry. Writes,
 //     deletes and read-through misses of one key are serialised by a per-key
 //     lock (keys are spread over striped locks by hash modulo the number of
 //     stripes, see WithStripes). A delegate error that refuses a write (for

@@ -21,7 +21,9 @@ import (
 	"github.com/pullrecords/pullrecords/memstore"
 )
 
-// Benchmarks mirror the kubelet's (facts §6): MustAttemptImagePull hits
+// Benchmarks mirror the kubelet's (pkg/kubelet/images/pullmanager/
+// benchmarks_test.go, BenchmarkPullManagerMustAttemptImagePullFalse and
+// ...True): MustAttemptImagePull hits
 // (node-wide records under test.repo/org/<id>, AlwaysVerify) and misses (no
 // record), 50..2,000 stored records extended to 20,000 and 100,000, serial
 // and RunParallel; plus a secret match among 50 cached secrets, the durable

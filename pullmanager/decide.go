@@ -15,10 +15,15 @@ import (
 // secret to an entry only while the entry holds fewer secrets than this.
 const writeRecordWhileMatchingLimit = 100
 
-// Step is a step of the decision order (facts §4.5), numbered as the
-// kubelet's MustAttemptImagePull takes them. The constants below are the
-// steps that can answer a check; a check takes the steps in increasing
-// order and stops at the one that answers.
+// Step is a step of the decision order of the kubelet's
+// PullManager.MustAttemptImagePull (pkg/kubelet/images/pullmanager/
+// image_pull_manager.go), numbered in the order that function takes them:
+// 1 the empty-imageRef exit, 2 the deferred metric, 3-4 reading the record
+// and intent under the locks (an error exits), 5 the policy, 6-10 the
+// record's contents, 11 the pod's credentials, 12 secrets, 13 the service
+// account, 14 the final "must pull". The constants below are the steps that
+// can answer a check; a check takes the steps in increasing order and stops
+// at the one that answers.
 type Step int
 
 // The steps that can answer a check, as Explanation.DecidedAt reports them.
@@ -215,14 +220,18 @@ func (m *PullManager) decide(image, imageRef string, getPodCredentials GetPodCre
 		ps := &v.podSecrets[i]
 		for j := range cached {
 			cs := &cached[j]
-			// hashesMatch first: it decides without the coordinates.
+			// A non-empty recorded hash equal to the pod secret's hash is
+			// tested first and accepts whatever the coordinates are; the pod
+			// secret is added only if its coordinates are new.
 			if cs.CredentialHash != "" && cs.CredentialHash == ps.CredentialHash {
 				v.podSecret, v.recorded, v.byHash = ps, cs, true
 				v.write = canWrite && !sameCoordinates(cs, ps)
 				return v.may(StepSecretMatch, resultRecordFound)
 			}
-			// coordsMatch with a different (or empty) hash: the same secret
-			// object passed before, its rotated content is trusted.
+			// Otherwise equal UID, namespace and name accept the pod secret
+			// (the same secret object passed before, so its rotated content
+			// is trusted), but only while the entry is under the limit:
+			// upstream accepts by coordinates only when it can also write.
 			if canWrite && sameCoordinates(cs, ps) {
 				v.podSecret, v.recorded, v.write = ps, cs, true
 				return v.may(StepSecretMatch, resultRecordFound)

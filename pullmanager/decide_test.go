@@ -46,7 +46,8 @@ type decisionRow struct {
 	wantRecord    *accessor.ImagePulledRecord
 }
 
-// decisionRows covers every step of the 14-step decision (facts §4.5),
+// decisionRows covers every Step of the 14-step decision (the kubelet's
+// MustAttemptImagePull in pkg/kubelet/images/pullmanager/image_pull_manager.go),
 // whether the pod's credentials are asked for, the result label, and the
 // record after the check (check-time writes).
 func decisionRows() []decisionRow {
@@ -63,11 +64,11 @@ func decisionRows() []decisionRow {
 	}
 	return []decisionRow{
 		{name: "step 1: image not present", step: 1, policy: AlwaysVerify, image: imgX, imageRef: "", want: true},
-		{name: "step 3: record read error fails safe", step: 4, policy: NeverVerify, image: imgX, imageRef: refA,
+		{name: "step 4: record read error fails safe", step: 4, policy: NeverVerify, image: imgX, imageRef: refA,
 			fail: map[string]error{"GetImagePulledRecord": errInjected}, want: true, wantResult: ResultError},
-		{name: "step 3: intent read error fails safe", step: 4, policy: NeverVerify, image: imgX, imageRef: refA,
+		{name: "step 4: intent read error fails safe", step: 4, policy: NeverVerify, image: imgX, imageRef: refA,
 			fail: map[string]error{"ImagePullIntentExists": errInjected}, want: true, wantResult: ResultError},
-		{name: "step 3: in-flight count answers without reading the intent", step: 6, policy: NeverVerifyPreloadedImages,
+		{name: "step 6: an in-flight pull counts as pulled without reading the intent", step: 6, policy: NeverVerifyPreloadedImages,
 			inFlight: imgX, fail: map[string]error{"ImagePullIntentExists": errInjected}, image: imgX, imageRef: refA,
 			want: true, wantResult: ResultMustAuthenticate},
 		{name: "step 5: NeverVerify with only an intent", step: 5, policy: NeverVerify, intent: imgX, image: imgX, imageRef: refA,
@@ -127,7 +128,7 @@ func decisionRows() []decisionRow {
 			record: rec(refA, t0, withSecrets(secret("uid1", "ns1", "pull1", ""))),
 			image:  imgX, imageRef: refA, podSecrets: []accessor.ImagePullSecret{secret("uid1", "ns1", "pull1", "")},
 			want: false, wantCredCalls: 1, wantResult: ResultCredentialRecordFound},
-		{name: "step 12: empty hashes, other coordinates", step: 14, policy: AlwaysVerify,
+		{name: "step 14: empty hashes, other coordinates", step: 14, policy: AlwaysVerify,
 			record: rec(refA, t0, withSecrets(secret("uid1", "ns1", "pull1", ""))),
 			image:  imgX, imageRef: refA, podSecrets: []accessor.ImagePullSecret{secret("uid2", "ns1", "pull2", "")},
 			want: true, wantCredCalls: 1, wantResult: ResultMustAuthenticate},
@@ -136,7 +137,7 @@ func decisionRows() []decisionRow {
 			image:  imgX, imageRef: refA, podSecrets: []accessor.ImagePullSecret{secret("new", "new", "new", "h050")},
 			want: false, wantCredCalls: 1, wantResult: ResultCredentialRecordFound,
 			wantRecord: rec(refA, t0, withSecrets(many(100)...))},
-		{name: "step 12: coordinates match at the 100 limit is not accepted", step: 14, policy: AlwaysVerify,
+		{name: "step 14: coordinates match at the 100 limit is not accepted", step: 14, policy: AlwaysVerify,
 			record: rec(refA, t0, withSecrets(many(100)...)),
 			image:  imgX, imageRef: refA, podSecrets: []accessor.ImagePullSecret{secret("u050", "ns", "s050", "rotated")},
 			want: true, wantCredCalls: 1, wantResult: ResultMustAuthenticate,
@@ -156,7 +157,7 @@ func decisionRows() []decisionRow {
 				KubernetesServiceAccounts: []accessor.ImagePullServiceAccount{sa("sauid", "ns1", "default")}}}),
 			image: imgX, imageRef: refA, podSA: &accessor.ImagePullServiceAccount{UID: "sauid", Namespace: "ns1", Name: "default"},
 			want: false, wantCredCalls: 1, wantResult: ResultCredentialRecordFound},
-		{name: "step 13: service account with another UID", step: 14, policy: AlwaysVerify,
+		{name: "step 14: service account with another UID", step: 14, policy: AlwaysVerify,
 			record: rec(refA, t0, map[string]accessor.ImagePullCredentials{keyX: {
 				KubernetesServiceAccounts: []accessor.ImagePullServiceAccount{sa("sauid", "ns1", "default")}}}),
 			image: imgX, imageRef: refA, podSA: &accessor.ImagePullServiceAccount{UID: "other", Namespace: "ns1", Name: "default"},
@@ -209,6 +210,20 @@ func newDecisionManager(t *testing.T, tc decisionRow) (*PullManager, *accessorte
 	}
 	clk.Step(1e9)
 	return m, store, metrics
+}
+
+// TestDecisionRowNames keeps the table honest: a row named "step N: ..."
+// expects Step N.
+func TestDecisionRowNames(t *testing.T) {
+	for _, tc := range decisionRows() {
+		var n int
+		if _, err := fmt.Sscanf(tc.name, "step %d:", &n); err != nil {
+			continue
+		}
+		if Step(n) != tc.step {
+			t.Errorf("row %q expects step %d (%v)", tc.name, int(tc.step), tc.step)
+		}
+	}
 }
 
 // TestMustAttemptImagePull runs the decision table through the check.

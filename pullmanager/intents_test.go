@@ -7,7 +7,10 @@ import (
 	"github.com/pullrecords/pullrecords/accessor"
 )
 
-// TestIntentRefCounting covers facts §4.3 and §4.4 step 2.
+// TestIntentRefCounting covers the kubelet's intent counting
+// (pkg/kubelet/images/pullmanager/image_pull_manager.go: RecordPullIntent
+// counts per image string; decrementImagePullIntent deletes the intent when
+// the last pull of that string ends).
 func TestIntentRefCounting(t *testing.T) {
 	ctx, logger := testCtx(t)
 	store := newFaultyStore()

@@ -9,7 +9,9 @@ import (
 	"github.com/pullrecords/pullrecords/accessor"
 )
 
-// TestMergeCredentials covers every rule of facts §4.6.
+// TestMergeCredentials covers every rule of the kubelet's merge
+// (pkg/kubelet/images/pullmanager/image_pull_manager.go:
+// pulledRecordMergeNewCreds, mergePullSecrets, mergePullServiceAccounts).
 func TestMergeCredentials(t *testing.T) {
 	now := t0.Add(time.Hour)
 	s := func(uid, ns, name, hash string) accessor.ImagePullSecret { return secret(uid, ns, name, hash) }

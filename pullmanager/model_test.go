@@ -73,7 +73,9 @@ type modelRecord struct {
 	entries map[string]*modelEntry
 }
 
-// model is the reference: facts §4 and §5 written as plainly as possible.
+// model is the reference: the kubelet's PullManager and policies
+// (pkg/kubelet/images/pullmanager/image_pull_manager.go and
+// image_pull_policies.go) written as plainly as possible.
 type model struct {
 	protect    bool
 	normalized bool // WithNormalizedImageNames and WithNormalizedAllowlist

@@ -117,7 +117,10 @@ func TestPolicyConstructorErrors(t *testing.T) {
 	}
 }
 
-// TestValidateAllowlist includes every rejected example of facts §5.
+// TestValidateAllowlist includes every kind of pattern the kubelet rejects
+// (getAllowlistImagePattern in pkg/kubelet/images/pullmanager/
+// image_pull_policies.go): surrounding spaces, too short, a '*' other than
+// a trailing "/*", a bare "/*", an unparsable name, a tag or digest.
 func TestValidateAllowlist(t *testing.T) {
 	valid := []string{
 		"docker.io/library/alpine",

@@ -117,3 +117,43 @@ func newTestManagerWithImages(t *testing.T, store accessor.PullRecordsAccessor, 
 	}
 	return m
 }
+
+// With kubernetes#138175 protection on, a record without any credential
+// mapping still marks the image as pulled by the kubelet: start-up recovery
+// writes one for a pull the kubelet did not finish recording (possibly made
+// with a secret), and RecordImagePulled with nil credentials writes one to
+// mean "every pod must re-verify". Neither may let a pod without
+// credentials use the image.
+func TestPreloadedProtectionKeepsEmptyMappingRecordsPulled(t *testing.T) {
+	ctx, logger := testCtx(t)
+	const image, ref = "registry.example/private/app:1", "sha256:priv"
+	noCreds := func() ([]accessor.ImagePullSecret, *accessor.ImagePullServiceAccount, error) { return nil, nil, nil }
+
+	t.Run("start-up recovery", func(t *testing.T) {
+		store := newFaultyStore()
+		if err := store.WriteImagePullIntent(logger, image); err != nil {
+			t.Fatal(err)
+		}
+		images := &fakeImages{images: []Image{{ID: ref, RepoTags: []string{image}}}}
+		m, err := NewImagePullManager(ctx, store.Accessor(), mustPolicy(t, NeverVerifyPreloadedImages), images, WithPreloadedImageProtection(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, found, _ := store.GetImagePulledRecord(ref); !found {
+			t.Fatal("start-up recovery wrote no record")
+		}
+		if must, err := m.MustAttemptImagePull(ctx, image, ref, noCreds); err != nil || !must {
+			t.Errorf("after recovery: must pull = %v, %v; want true", must, err)
+		}
+	})
+	t.Run("pull recorded without credentials", func(t *testing.T) {
+		m, _ := newTestManager(t, newFaultyStore().Accessor(), mustPolicy(t, NeverVerifyPreloadedImages), WithPreloadedImageProtection(true))
+		if err := m.RecordPullIntent(logger, image); err != nil {
+			t.Fatal(err)
+		}
+		m.RecordImagePulled(ctx, image, ref, nil)
+		if must, err := m.MustAttemptImagePull(ctx, image, ref, noCreds); err != nil || !must {
+			t.Errorf("must pull = %v, %v; want true", must, err)
+		}
+	})
+}

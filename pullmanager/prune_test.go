@@ -1,6 +1,8 @@
 package pullmanager
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -14,7 +16,9 @@ import (
 
 var cmpSorted = cmpopts.SortSlices(func(a, b string) bool { return a < b })
 
-// TestPruneUnknownRecords covers facts §4.10.
+// TestPruneUnknownRecords covers the kubelet's PruneUnknownRecords
+// (pkg/kubelet/images/pullmanager/image_pull_manager.go): a record is
+// deleted when updated before until and its imageRef is not in the list.
 func TestPruneUnknownRecords(t *testing.T) {
 	ctx, _ := testCtx(t)
 	store := newFaultyStore()
@@ -94,5 +98,45 @@ func TestPruneErrors(t *testing.T) {
 	m.PruneUnknownRecords(ctx, nil, t0.Add(time.Hour))
 	if storedRecord(t, store, "ref1") == nil {
 		t.Error("record vanished although the list failed")
+	}
+}
+
+// PruneImagePulledRecord deletes a record only while the runtime still lacks
+// the image, asked under the record's lock: a pull of the same content that
+// finished meanwhile keeps its record.
+func TestPruneImagePulledRecord(t *testing.T) {
+	ctx, logger := testCtx(t)
+	store := newFaultyStore()
+	m, clk := newTestManager(t, store.Accessor(), mustPolicy(t, NeverVerifyPreloadedImages))
+	for _, ref := range []string{"sha256:gone", "sha256:back"} {
+		if err := store.WriteImagePulledRecord(logger, rec(ref, clk.Now(), map[string]accessor.ImagePullCredentials{"registry.example/a": {NodePodsAccessible: true}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	asked := 0
+	answer := func(gone bool) func(context.Context) (bool, error) {
+		return func(context.Context) (bool, error) { asked++; return gone, nil }
+	}
+	if err := m.PruneImagePulledRecord(ctx, "sha256:gone", answer(true)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.PruneImagePulledRecord(ctx, "sha256:back", answer(false)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.PruneImagePulledRecord(ctx, "sha256:absent", answer(true)); err != nil {
+		t.Fatal(err)
+	}
+	if _, found, _ := store.GetImagePulledRecord("sha256:gone"); found {
+		t.Error("record of a removed image was kept")
+	}
+	if _, found, _ := store.GetImagePulledRecord("sha256:back"); !found {
+		t.Error("record of an image the runtime has again was deleted")
+	}
+	if asked != 2 {
+		t.Errorf("runtime asked %d times, want 2 (not for a missing record)", asked)
+	}
+	boom := errors.New("runtime down")
+	if err := m.PruneImagePulledRecord(ctx, "sha256:back", func(context.Context) (bool, error) { return false, boom }); !errors.Is(err, boom) {
+		t.Errorf("runtime error: %v, want it returned", err)
 	}
 }

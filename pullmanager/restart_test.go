@@ -242,7 +242,9 @@ func (s *racingStore) PeekImagePulledRecord(ref string) (*accessor.ImagePulledRe
 // TestCheckTimeWriteUnderLock: the write a check makes (adding an accepted
 // pod secret) re-reads the record under its lock. Upstream writes after
 // releasing its locks, deciding the 100-secret limit on the stale copy
-// (facts §4.5 step 12, §7.2 "Races", §11.9). Here a pull that filled the
+// (MustAttemptImagePull in pkg/kubelet/images/pullmanager/
+// image_pull_manager.go checks the limit on the record it read, then calls
+// writePulledRecordIfChanged, which does not check it). Here a pull that filled the
 // entry to 100 secrets between the decision and the write is respected.
 func TestCheckTimeWriteUnderLock(t *testing.T) {
 	ctx, _ := testCtx(t)
