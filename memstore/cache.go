@@ -14,9 +14,9 @@ import (
 	"github.com/pullrecords/pullrecords/accessor"
 )
 
-// DefaultStripes is the number of per-key write locks a Cache uses unless
+// defaultStripes is the number of per-key write locks a Cache uses unless
 // WithStripes says otherwise.
-const DefaultStripes = 64
+const defaultStripes = 64
 
 // CacheOption configures NewCache.
 type CacheOption func(*cacheOptions)
@@ -62,7 +62,7 @@ func NewCache(logger klog.Logger, delegate accessor.PullRecordsAccessor, opts ..
 	if delegate == nil {
 		return nil, ErrNilDelegate
 	}
-	o := cacheOptions{stripes: DefaultStripes}
+	o := cacheOptions{stripes: defaultStripes}
 	for _, opt := range opts {
 		opt(&o)
 	}
