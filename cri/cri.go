@@ -82,9 +82,9 @@ type ImageService struct {
 	closed atomic.Bool
 }
 
-// SocketPath turns an endpoint ("unix:///path" or "/path") into the socket
+// socketPath turns an endpoint ("unix:///path" or "/path") into the socket
 // path, or returns ErrInvalidEndpoint.
-func SocketPath(endpoint string) (string, error) {
+func socketPath(endpoint string) (string, error) {
 	p := endpoint
 	if rest, ok := strings.CutPrefix(endpoint, "unix://"); ok {
 		p = rest
@@ -97,18 +97,19 @@ func SocketPath(endpoint string) (string, error) {
 	return filepath.Clean(p), nil
 }
 
-// Dial connects to the CRI image service at endpoint and checks that it
-// answers the runtime.v1 ImageService (with an ImageFsInfo call). It fails
-// with ErrEndpointNotFound when the socket is missing or nothing listens on
-// it (connection refused), and with ErrNotCRI when something listens but is
-// not a CRI image service: a server that does not speak gRPC, or a gRPC
-// server without runtime.v1 ImageService.
+// Dial connects to the CRI image service at endpoint ("unix:///path" or
+// "/path"; anything else is ErrInvalidEndpoint) and checks that it answers
+// the runtime.v1 ImageService (with an ImageFsInfo call). It fails with
+// ErrEndpointNotFound when the socket is missing or nothing listens on it
+// (connection refused), and with ErrNotCRI when something listens but is not
+// a CRI image service: a server that does not speak gRPC, or a gRPC server
+// without runtime.v1 ImageService.
 func Dial(ctx context.Context, endpoint string, opts ...Option) (*ImageService, error) {
 	o := options{pullTimeout: DefaultPullTimeout, callTimeout: DefaultCallTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	path, err := SocketPath(endpoint)
+	path, err := socketPath(endpoint)
 	if err != nil {
 		return nil, err
 	}

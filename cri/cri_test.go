@@ -244,9 +244,9 @@ func TestSocketPath(t *testing.T) {
 		"/run/crio/crio.sock":                    "/run/crio/crio.sock",
 		"unix:///a/../b.sock":                    "/b.sock",
 	} {
-		got, err := SocketPath(in)
+		got, err := socketPath(in)
 		if err != nil || got != want {
-			t.Errorf("SocketPath(%q) = %q, %v; want %q", in, got, err, want)
+			t.Errorf("socketPath(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
 }
