@@ -27,9 +27,10 @@ const (
 	IntentsDir = "pulling"
 	// RecordsDir holds one file per image pulled record.
 	RecordsDir = "pulled"
-	// QuarantineDir is where Repair moves files it cannot use.
-	QuarantineDir = "quarantine"
 )
+
+// quarantineDir, inside DirName, is where Repair moves files it cannot use.
+const quarantineDir = "quarantine"
 
 const (
 	dirPerm  fs.FileMode = 0o700
