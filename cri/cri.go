@@ -54,7 +54,9 @@ func authSecrets(a *pullmanager.AuthConfig) []string {
 	return []string{a.Password, a.Auth, a.IdentityToken, a.RegistryToken}
 }
 
-// Option configures Dial.
+// Option configures Dial. An option given a value it cannot use (a negative
+// timeout) makes Dial fail with an error matching ErrInvalidOption that names
+// the option and the value; it is never ignored or adjusted.
 type Option func(*options)
 
 type options struct {
@@ -63,14 +65,25 @@ type options struct {
 }
 
 // WithPullTimeout sets the timeout of each PullImage call (default
-// DefaultPullTimeout). Zero or negative means no timeout beyond the caller's
-// context.
+// DefaultPullTimeout). Zero means no timeout beyond the caller's context; a
+// negative d is invalid (ErrInvalidOption).
 func WithPullTimeout(d time.Duration) Option { return func(o *options) { o.pullTimeout = d } }
 
 // WithCallTimeout sets the timeout of every other call, including the check
-// Dial makes (default DefaultCallTimeout). Zero or negative means no timeout
-// beyond the caller's context.
+// Dial makes (default DefaultCallTimeout). Zero means no timeout beyond the
+// caller's context; a negative d is invalid (ErrInvalidOption).
 func WithCallTimeout(d time.Duration) Option { return func(o *options) { o.callTimeout = d } }
+
+// validate reports the first option value Dial cannot use.
+func (o *options) validate() error {
+	switch {
+	case o.pullTimeout < 0:
+		return fmt.Errorf("%w: WithPullTimeout(%v): want 0 (none) or more", ErrInvalidOption, o.pullTimeout)
+	case o.callTimeout < 0:
+		return fmt.Errorf("%w: WithCallTimeout(%v): want 0 (none) or more", ErrInvalidOption, o.callTimeout)
+	}
+	return nil
+}
 
 // ImageService is a connection to a CRI v1 image service. It is safe for
 // concurrent use.
@@ -103,11 +116,15 @@ func socketPath(endpoint string) (string, error) {
 // ErrEndpointNotFound when the socket is missing or nothing listens on it
 // (connection refused), and with ErrNotCRI when something listens but is not
 // a CRI image service: a server that does not speak gRPC, or a gRPC server
-// without runtime.v1 ImageService.
+// without runtime.v1 ImageService. An invalid option fails it with
+// ErrInvalidOption before anything is dialled.
 func Dial(ctx context.Context, endpoint string, opts ...Option) (*ImageService, error) {
 	o := options{pullTimeout: DefaultPullTimeout, callTimeout: DefaultCallTimeout}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
 	}
 	path, err := socketPath(endpoint)
 	if err != nil {
