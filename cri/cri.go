@@ -19,7 +19,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/pullrecords/pullrecords/pullmanager"
+	"github.com/pullrecords/pullrecords/imageruntime"
 )
 
 // Default per-call timeouts.
@@ -32,7 +32,7 @@ const (
 
 // authToCRI converts a registry credential for PullImage. Email has no CRI
 // field and is not sent.
-func authToCRI(a *pullmanager.AuthConfig) *runtimeapi.AuthConfig {
+func authToCRI(a *imageruntime.AuthConfig) *runtimeapi.AuthConfig {
 	if a == nil {
 		return nil
 	}
@@ -47,7 +47,7 @@ func authToCRI(a *pullmanager.AuthConfig) *runtimeapi.AuthConfig {
 }
 
 // authSecrets are the fields of a that must never appear in an error.
-func authSecrets(a *pullmanager.AuthConfig) []string {
+func authSecrets(a *imageruntime.AuthConfig) []string {
 	if a == nil {
 		return nil
 	}
@@ -221,8 +221,8 @@ func withTimeout(ctx context.Context, d time.Duration) (context.Context, context
 }
 
 // ListImages lists every image the runtime has. It satisfies
-// pullmanager.ImageLister.
-func (s *ImageService) ListImages(ctx context.Context) ([]pullmanager.Image, error) {
+// imageruntime.ImageLister.
+func (s *ImageService) ListImages(ctx context.Context) ([]imageruntime.Image, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -232,9 +232,9 @@ func (s *ImageService) ListImages(ctx context.Context) ([]pullmanager.Image, err
 	if err != nil {
 		return nil, newCallError("ListImages", "", err)
 	}
-	out := make([]pullmanager.Image, 0, len(resp.GetImages()))
+	out := make([]imageruntime.Image, 0, len(resp.GetImages()))
 	for _, img := range resp.GetImages() {
-		out = append(out, pullmanager.Image{ID: img.GetId(), RepoTags: img.GetRepoTags(), RepoDigests: img.GetRepoDigests()})
+		out = append(out, imageruntime.Image{ID: img.GetId(), RepoTags: img.GetRepoTags(), RepoDigests: img.GetRepoDigests()})
 	}
 	return out, nil
 }
@@ -242,7 +242,7 @@ func (s *ImageService) ListImages(ctx context.Context) ([]pullmanager.Image, err
 // ImageStatus returns the image the runtime resolves image to, or nil when
 // the runtime does not have it. Presence is the runtime's exact answer for
 // that reference, not a text search.
-func (s *ImageService) ImageStatus(ctx context.Context, image string) (*pullmanager.Image, error) {
+func (s *ImageService) ImageStatus(ctx context.Context, image string) (*imageruntime.Image, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -256,13 +256,13 @@ func (s *ImageService) ImageStatus(ctx context.Context, image string) (*pullmana
 	if img == nil {
 		return nil, nil
 	}
-	return &pullmanager.Image{ID: img.GetId(), RepoTags: img.GetRepoTags(), RepoDigests: img.GetRepoDigests()}, nil
+	return &imageruntime.Image{ID: img.GetId(), RepoTags: img.GetRepoTags(), RepoDigests: img.GetRepoDigests()}, nil
 }
 
 // PullImage pulls image with the optional registry auth and returns the
 // imageRef (image ID) the runtime reports. auth's Email is not sent (the CRI
 // has no such field). The error never contains auth's secrets.
-func (s *ImageService) PullImage(ctx context.Context, image string, auth *pullmanager.AuthConfig) (string, error) {
+func (s *ImageService) PullImage(ctx context.Context, image string, auth *imageruntime.AuthConfig) (string, error) {
 	if s.closed.Load() {
 		return "", ErrClosed
 	}

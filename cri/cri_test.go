@@ -21,7 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/pullrecords/pullrecords/pullmanager"
+	"github.com/pullrecords/pullrecords/imageruntime"
 )
 
 // fakeImageService is an in-memory CRI v1 image service.
@@ -270,7 +270,7 @@ func TestImageLifecycle(t *testing.T) {
 		t.Errorf("IsTransient(%v) = true, want false", err)
 	}
 
-	auth := &pullmanager.AuthConfig{Username: "alice", Password: "s3cret", Email: "alice@example.com"}
+	auth := &imageruntime.AuthConfig{Username: "alice", Password: "s3cret", Email: "alice@example.com"}
 	ref, err := s.PullImage(ctx, "127.0.0.1:5000/private:v1", auth)
 	if err != nil {
 		t.Fatalf("pull with auth: %v", err)
@@ -286,7 +286,7 @@ func TestImageLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &pullmanager.Image{ID: ref, RepoTags: []string{"127.0.0.1:5000/private:v1"}, RepoDigests: []string{"reg/x@" + ref}}
+	want := &imageruntime.Image{ID: ref, RepoTags: []string{"127.0.0.1:5000/private:v1"}, RepoDigests: []string{"reg/x@" + ref}}
 	if diff := cmp.Diff(want, img); diff != "" {
 		t.Errorf("ImageStatus (-want +got):\n%s", diff)
 	}
@@ -294,7 +294,7 @@ func TestImageLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantList := []pullmanager.Image{{ID: ref, RepoTags: want.RepoTags, RepoDigests: want.RepoDigests}}
+	wantList := []imageruntime.Image{{ID: ref, RepoTags: want.RepoTags, RepoDigests: want.RepoDigests}}
 	if diff := cmp.Diff(wantList, list); diff != "" {
 		t.Errorf("ListImages (-want +got):\n%s", diff)
 	}
@@ -309,14 +309,14 @@ func TestImageLifecycle(t *testing.T) {
 		t.Errorf("second RemoveImage: %v, want nil", err)
 	}
 
-	var _ pullmanager.ImageLister = s
+	var _ imageruntime.ImageLister = s
 }
 
 func TestNoCredentialInErrors(t *testing.T) {
 	f := newFake()
 	f.pullErr = status.Error(codes.Unknown, `pull "x" with user alice password hunter22 token tok-123 failed: 401 Unauthorized`)
 	s := dial(t, serveFake(t, f))
-	auth := &pullmanager.AuthConfig{Username: "alice", Password: "hunter22", RegistryToken: "tok-123"}
+	auth := &imageruntime.AuthConfig{Username: "alice", Password: "hunter22", RegistryToken: "tok-123"}
 	_, err := s.PullImage(context.Background(), "x", auth)
 	if err == nil {
 		t.Fatal("pull succeeded")
