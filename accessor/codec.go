@@ -160,30 +160,6 @@ func checkStorableTime(t metav1.Time) error {
 	return nil
 }
 
-// DecodeIntent decodes an intent file and returns it with its version.
-func DecodeIntent(data []byte) (*ImagePullIntent, string, error) {
-	d, err := Decode(data)
-	if err != nil {
-		return nil, "", err
-	}
-	if d.Intent == nil {
-		return nil, "", fmt.Errorf("%w: want kind %s, got %s", ErrMalformed, KindImagePullIntent, d.Kind)
-	}
-	return d.Intent, d.Version, nil
-}
-
-// DecodePulledRecord decodes a pulled record file and returns it with its version.
-func DecodePulledRecord(data []byte) (*ImagePulledRecord, string, error) {
-	d, err := Decode(data)
-	if err != nil {
-		return nil, "", err
-	}
-	if d.Record == nil {
-		return nil, "", fmt.Errorf("%w: want kind %s, got %s", ErrMalformed, KindImagePulledRecord, d.Kind)
-	}
-	return d.Record, d.Version, nil
-}
-
 // Encode returns the v1beta1 bytes of a decoded intent or record: what a
 // migration to the current version writes.
 func Encode(d Decoded) ([]byte, error) {

@@ -30,7 +30,7 @@ func BenchmarkDecodePulledRecord(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := accessor.DecodePulledRecord(data); err != nil {
+		if _, err := accessor.Decode(data); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -43,7 +43,7 @@ func BenchmarkDecodeIntent(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := accessor.DecodeIntent(data); err != nil {
+		if _, err := accessor.Decode(data); err != nil {
 			b.Fatal(err)
 		}
 	}

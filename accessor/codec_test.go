@@ -2,6 +2,7 @@ package accessor_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,32 @@ const (
 	beta  = `"apiVersion":"kubelet.config.k8s.io/v1beta1"`
 	alpha = `"apiVersion":"kubelet.config.k8s.io/v1alpha1"`
 )
+
+// decodeRecord decodes data with accessor.Decode and returns its pulled
+// record, failing unless data is one.
+func decodeRecord(data []byte) (*accessor.ImagePulledRecord, string, error) {
+	d, err := accessor.Decode(data)
+	if err != nil {
+		return nil, "", err
+	}
+	if d.Record == nil {
+		return nil, "", fmt.Errorf("decoded a %s, want a %s", d.Kind, accessor.KindImagePulledRecord)
+	}
+	return d.Record, d.Version, nil
+}
+
+// decodeIntent decodes data with accessor.Decode and returns its intent,
+// failing unless data is one.
+func decodeIntent(data []byte) (*accessor.ImagePullIntent, string, error) {
+	d, err := accessor.Decode(data)
+	if err != nil {
+		return nil, "", err
+	}
+	if d.Intent == nil {
+		return nil, "", fmt.Errorf("decoded a %s, want a %s", d.Kind, accessor.KindImagePullIntent)
+	}
+	return d.Intent, d.Version, nil
+}
 
 func fullRecord() *accessor.ImagePulledRecord {
 	return &accessor.ImagePulledRecord{
@@ -110,7 +137,7 @@ func TestRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, version, err := accessor.DecodePulledRecord(data)
+		got, version, err := decodeRecord(data)
 		if err != nil {
 			t.Fatalf("record %d: %v", i, err)
 		}
@@ -130,7 +157,7 @@ func TestRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, version, err := accessor.DecodeIntent(data)
+		got, version, err := decodeIntent(data)
 		if err != nil || version != accessor.VersionV1beta1 || got.Image != image {
 			t.Errorf("intent %q: %+v, %q, %v", image, got, version, err)
 		}
@@ -143,7 +170,7 @@ func TestDecodeV1alpha1(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := strings.Replace(string(data), beta, alpha, 1)
-	got, version, err := accessor.DecodePulledRecord([]byte(old))
+	got, version, err := decodeRecord([]byte(old))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +192,7 @@ func TestDecodeTimes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		data := `{"kind":"ImagePulledRecord",` + beta + `,"lastUpdatedTime":"` + tc.in + `","imageRef":"r"}`
-		got, _, err := accessor.DecodePulledRecord([]byte(data))
+		got, _, err := decodeRecord([]byte(data))
 		if err != nil {
 			t.Fatalf("%s: %v", tc.in, err)
 		}
@@ -233,15 +260,19 @@ func TestDecodeWrongKind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := accessor.DecodePulledRecord(intent); !errors.Is(err, accessor.ErrMalformed) {
-		t.Errorf("DecodePulledRecord(intent) = %v, want ErrMalformed", err)
-	}
-	if _, _, err := accessor.DecodeIntent(record); !errors.Is(err, accessor.ErrMalformed) {
-		t.Errorf("DecodeIntent(record) = %v, want ErrMalformed", err)
-	}
 	d, err := accessor.Decode(intent)
 	if err != nil || d.Kind != accessor.KindImagePullIntent || d.Key() != "x" || d.Record != nil {
 		t.Errorf("Decode(intent) = %+v, %v", d, err)
+	}
+	d, err = accessor.Decode(record)
+	if err != nil || d.Kind != accessor.KindImagePulledRecord || d.Key() != "x" || d.Intent != nil {
+		t.Errorf("Decode(record) = %+v, %v", d, err)
+	}
+	if _, _, err := decodeRecord(intent); err == nil {
+		t.Error("decodeRecord(intent) succeeded")
+	}
+	if _, _, err := decodeIntent(record); err == nil {
+		t.Error("decodeIntent(record) succeeded")
 	}
 }
 

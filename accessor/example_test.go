@@ -27,11 +27,12 @@ func Example_encodeDecode() {
 	}
 	fmt.Print(string(data))
 
-	got, version, err := accessor.DecodePulledRecord(data)
+	dec, err := accessor.Decode(data)
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(version, got.ImageRef, got.LastUpdatedTime.UTC().Format(time.RFC3339Nano))
+	got := dec.Record
+	fmt.Println(dec.Version, got.ImageRef, got.LastUpdatedTime.UTC().Format(time.RFC3339Nano))
 	fmt.Println(got.CredentialMapping["registry.example.com/team/app"].KubernetesSecrets[0].Name)
 
 	// v1alpha1 files, as older kubelets wrote them, decode too.

@@ -19,7 +19,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/pullrecords/pullrecords/pullmanager"
+	"github.com/pullrecords/pullrecords/imageruntime"
 )
 
 // Default per-call timeouts.
@@ -32,7 +32,7 @@ const (
 
 // authToCRI converts a registry credential for PullImage. Email has no CRI
 // field and is not sent.
-func authToCRI(a *pullmanager.AuthConfig) *runtimeapi.AuthConfig {
+func authToCRI(a *imageruntime.AuthConfig) *runtimeapi.AuthConfig {
 	if a == nil {
 		return nil
 	}
@@ -47,14 +47,16 @@ func authToCRI(a *pullmanager.AuthConfig) *runtimeapi.AuthConfig {
 }
 
 // authSecrets are the fields of a that must never appear in an error.
-func authSecrets(a *pullmanager.AuthConfig) []string {
+func authSecrets(a *imageruntime.AuthConfig) []string {
 	if a == nil {
 		return nil
 	}
 	return []string{a.Password, a.Auth, a.IdentityToken, a.RegistryToken}
 }
 
-// Option configures Dial.
+// Option configures Dial. An option given a value it cannot use (a negative
+// timeout) makes Dial fail with an error matching ErrInvalidOption that names
+// the option and the value; it is never ignored or adjusted.
 type Option func(*options)
 
 type options struct {
@@ -63,14 +65,25 @@ type options struct {
 }
 
 // WithPullTimeout sets the timeout of each PullImage call (default
-// DefaultPullTimeout). Zero or negative means no timeout beyond the caller's
-// context.
+// DefaultPullTimeout). Zero means no timeout beyond the caller's context; a
+// negative d is invalid (ErrInvalidOption).
 func WithPullTimeout(d time.Duration) Option { return func(o *options) { o.pullTimeout = d } }
 
 // WithCallTimeout sets the timeout of every other call, including the check
-// Dial makes (default DefaultCallTimeout). Zero or negative means no timeout
-// beyond the caller's context.
+// Dial makes (default DefaultCallTimeout). Zero means no timeout beyond the
+// caller's context; a negative d is invalid (ErrInvalidOption).
 func WithCallTimeout(d time.Duration) Option { return func(o *options) { o.callTimeout = d } }
+
+// validate reports the first option value Dial cannot use.
+func (o *options) validate() error {
+	switch {
+	case o.pullTimeout < 0:
+		return fmt.Errorf("%w: WithPullTimeout(%v): want 0 (none) or more", ErrInvalidOption, o.pullTimeout)
+	case o.callTimeout < 0:
+		return fmt.Errorf("%w: WithCallTimeout(%v): want 0 (none) or more", ErrInvalidOption, o.callTimeout)
+	}
+	return nil
+}
 
 // ImageService is a connection to a CRI v1 image service. It is safe for
 // concurrent use.
@@ -82,9 +95,9 @@ type ImageService struct {
 	closed atomic.Bool
 }
 
-// SocketPath turns an endpoint ("unix:///path" or "/path") into the socket
+// socketPath turns an endpoint ("unix:///path" or "/path") into the socket
 // path, or returns ErrInvalidEndpoint.
-func SocketPath(endpoint string) (string, error) {
+func socketPath(endpoint string) (string, error) {
 	p := endpoint
 	if rest, ok := strings.CutPrefix(endpoint, "unix://"); ok {
 		p = rest
@@ -97,18 +110,23 @@ func SocketPath(endpoint string) (string, error) {
 	return filepath.Clean(p), nil
 }
 
-// Dial connects to the CRI image service at endpoint and checks that it
-// answers the runtime.v1 ImageService (with an ImageFsInfo call). It fails
-// with ErrEndpointNotFound when the socket is missing or nothing listens on
-// it (connection refused), and with ErrNotCRI when something listens but is
-// not a CRI image service: a server that does not speak gRPC, or a gRPC
-// server without runtime.v1 ImageService.
+// Dial connects to the CRI image service at endpoint ("unix:///path" or
+// "/path"; anything else is ErrInvalidEndpoint) and checks that it answers
+// the runtime.v1 ImageService (with an ImageFsInfo call). It fails with
+// ErrEndpointNotFound when the socket is missing or nothing listens on it
+// (connection refused), and with ErrNotCRI when something listens but is not
+// a CRI image service: a server that does not speak gRPC, or a gRPC server
+// without runtime.v1 ImageService. An invalid option fails it with
+// ErrInvalidOption before anything is dialled.
 func Dial(ctx context.Context, endpoint string, opts ...Option) (*ImageService, error) {
 	o := options{pullTimeout: DefaultPullTimeout, callTimeout: DefaultCallTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	path, err := SocketPath(endpoint)
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	path, err := socketPath(endpoint)
 	if err != nil {
 		return nil, err
 	}
@@ -203,8 +221,8 @@ func withTimeout(ctx context.Context, d time.Duration) (context.Context, context
 }
 
 // ListImages lists every image the runtime has. It satisfies
-// pullmanager.ImageLister.
-func (s *ImageService) ListImages(ctx context.Context) ([]pullmanager.Image, error) {
+// imageruntime.ImageLister.
+func (s *ImageService) ListImages(ctx context.Context) ([]imageruntime.Image, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -214,9 +232,9 @@ func (s *ImageService) ListImages(ctx context.Context) ([]pullmanager.Image, err
 	if err != nil {
 		return nil, newCallError("ListImages", "", err)
 	}
-	out := make([]pullmanager.Image, 0, len(resp.GetImages()))
+	out := make([]imageruntime.Image, 0, len(resp.GetImages()))
 	for _, img := range resp.GetImages() {
-		out = append(out, pullmanager.Image{ID: img.GetId(), RepoTags: img.GetRepoTags(), RepoDigests: img.GetRepoDigests()})
+		out = append(out, imageruntime.Image{ID: img.GetId(), RepoTags: img.GetRepoTags(), RepoDigests: img.GetRepoDigests()})
 	}
 	return out, nil
 }
@@ -224,7 +242,7 @@ func (s *ImageService) ListImages(ctx context.Context) ([]pullmanager.Image, err
 // ImageStatus returns the image the runtime resolves image to, or nil when
 // the runtime does not have it. Presence is the runtime's exact answer for
 // that reference, not a text search.
-func (s *ImageService) ImageStatus(ctx context.Context, image string) (*pullmanager.Image, error) {
+func (s *ImageService) ImageStatus(ctx context.Context, image string) (*imageruntime.Image, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -238,13 +256,13 @@ func (s *ImageService) ImageStatus(ctx context.Context, image string) (*pullmana
 	if img == nil {
 		return nil, nil
 	}
-	return &pullmanager.Image{ID: img.GetId(), RepoTags: img.GetRepoTags(), RepoDigests: img.GetRepoDigests()}, nil
+	return &imageruntime.Image{ID: img.GetId(), RepoTags: img.GetRepoTags(), RepoDigests: img.GetRepoDigests()}, nil
 }
 
 // PullImage pulls image with the optional registry auth and returns the
 // imageRef (image ID) the runtime reports. auth's Email is not sent (the CRI
 // has no such field). The error never contains auth's secrets.
-func (s *ImageService) PullImage(ctx context.Context, image string, auth *pullmanager.AuthConfig) (string, error) {
+func (s *ImageService) PullImage(ctx context.Context, image string, auth *imageruntime.AuthConfig) (string, error) {
 	if s.closed.Load() {
 		return "", ErrClosed
 	}

@@ -21,7 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/pullrecords/pullrecords/cri/critest"
-	"github.com/pullrecords/pullrecords/pullmanager"
+	"github.com/pullrecords/pullrecords/imageruntime"
 )
 
 func dial(t *testing.T, endpoint string, opts ...Option) *ImageService {
@@ -146,9 +146,9 @@ func TestSocketPath(t *testing.T) {
 		"/run/crio/crio.sock":                    "/run/crio/crio.sock",
 		"unix:///a/../b.sock":                    "/b.sock",
 	} {
-		got, err := SocketPath(in)
+		got, err := socketPath(in)
 		if err != nil || got != want {
-			t.Errorf("SocketPath(%q) = %q, %v; want %q", in, got, err, want)
+			t.Errorf("socketPath(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
 }
@@ -172,7 +172,7 @@ func TestImageLifecycle(t *testing.T) {
 		t.Errorf("IsTransient(%v) = true, want false", err)
 	}
 
-	auth := &pullmanager.AuthConfig{Username: "alice", Password: "s3cret", Email: "alice@example.com"}
+	auth := &imageruntime.AuthConfig{Username: "alice", Password: "s3cret", Email: "alice@example.com"}
 	ref, err := s.PullImage(ctx, "127.0.0.1:5000/private:v1", auth)
 	if err != nil {
 		t.Fatalf("pull with auth: %v", err)
@@ -191,7 +191,7 @@ func TestImageLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &pullmanager.Image{ID: ref, RepoTags: []string{"127.0.0.1:5000/private:v1"}, RepoDigests: []string{"127.0.0.1:5000/private@" + digest}}
+	want := &imageruntime.Image{ID: ref, RepoTags: []string{"127.0.0.1:5000/private:v1"}, RepoDigests: []string{"127.0.0.1:5000/private@" + digest}}
 	if diff := cmp.Diff(want, img); diff != "" {
 		t.Errorf("ImageStatus (-want +got):\n%s", diff)
 	}
@@ -199,7 +199,7 @@ func TestImageLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantList := []pullmanager.Image{{ID: ref, RepoTags: want.RepoTags, RepoDigests: want.RepoDigests}}
+	wantList := []imageruntime.Image{{ID: ref, RepoTags: want.RepoTags, RepoDigests: want.RepoDigests}}
 	if diff := cmp.Diff(wantList, list); diff != "" {
 		t.Errorf("ListImages (-want +got):\n%s", diff)
 	}
@@ -214,14 +214,14 @@ func TestImageLifecycle(t *testing.T) {
 		t.Errorf("second RemoveImage: %v, want nil", err)
 	}
 
-	var _ pullmanager.ImageLister = s
+	var _ imageruntime.ImageLister = s
 }
 
 func TestNoCredentialInErrors(t *testing.T) {
 	f := critest.NewImageService()
 	f.Intercept(critest.PullImage, critest.Fail(status.Error(codes.Unknown, `pull "x" with user alice password hunter22 token tok-123 failed: 401 Unauthorized`)))
 	s := dial(t, f.Serve(t))
-	auth := &pullmanager.AuthConfig{Username: "alice", Password: "hunter22", RegistryToken: "tok-123"}
+	auth := &imageruntime.AuthConfig{Username: "alice", Password: "hunter22", RegistryToken: "tok-123"}
 	_, err := s.PullImage(context.Background(), "x", auth)
 	if err == nil {
 		t.Fatal("pull succeeded")

@@ -1,9 +1,10 @@
 // Package cri adapts a CRI v1 image service (k8s.io/cri-api runtime.v1,
 // gRPC over a unix socket) to the small image interfaces of this module, in
-// pullmanager's types: ListImages satisfies pullmanager.ImageLister, and
+// imageruntime's types (which pullmanager names by aliases): ListImages
+// satisfies imageruntime.ImageLister (pullmanager.ImageLister), and
 // *ImageService satisfies imagecache.ImageService (ImageStatus, PullImage,
-// RemoveImage). cri imports pullmanager but never imagecache, so imagecache
-// stays free of gRPC.
+// RemoveImage). cri imports imageruntime only, never pullmanager or
+// imagecache, so imagecache stays free of gRPC.
 //
 // # Guarantees
 //
@@ -39,8 +40,8 @@
 //     way round for a registry's 401/403).
 //   - ListImages uses the unary call (no streaming); responses are capped at
 //     16 MiB.
-//   - ImageStatus reports what pullmanager.Image holds (ID, tags, digests),
+//   - ImageStatus reports what imageruntime.Image holds (ID, tags, digests),
 //     not an image's size or pinning.
-//   - cri never prints a pullmanager.AuthConfig; how one prints if a caller
-//     logs it is up to pullmanager.
+//   - cri never prints an imageruntime.AuthConfig; how one prints if a caller
+//     logs it is up to imageruntime.
 package cri

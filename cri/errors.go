@@ -32,6 +32,9 @@ var (
 	ErrTimeout = errors.New("CRI call timed out")
 	// ErrClosed is returned by calls on a closed ImageService.
 	ErrClosed = errors.New("CRI image service closed")
+	// ErrInvalidOption is returned by Dial for an Option given a value it
+	// cannot use; the error names the option and the value.
+	ErrInvalidOption = errors.New("invalid CRI option")
 )
 
 // CallError is the error of one CRI call. Its message never contains a

@@ -28,4 +28,7 @@ var (
 	// ErrUnsafeLockFile is returned by New and Repair when the lock file is
 	// not a regular file with a single link (a symbolic link, say).
 	ErrUnsafeLockFile = errors.New("lock file is not a regular file with a single link")
+	// ErrInvalidOption is returned by New for options it cannot use together
+	// (WithoutScan without WithReadOnly); the error names the options.
+	ErrInvalidOption = errors.New("invalid store option")
 )

@@ -97,8 +97,8 @@ func ExampleInspect() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(len(moved), "moved to", fsstore.QuarantineDir)
+	fmt.Println(len(moved), "moved to", fsstore.DirName+"/quarantine")
 	// Output:
 	// pulled Corrupt
-	// 1 moved to quarantine
+	// 1 moved to image_manager/quarantine
 }

@@ -364,8 +364,8 @@ func currentProblem(root *os.Root, d *dir, name string) Problem {
 // image_manager/quarantine/<dir>/<name>, or <name>.N if that is taken, and
 // returns the new path relative to root.
 func quarantine(root *os.Root, dirName, name string) (string, error) {
-	qdir := DirName + "/" + QuarantineDir + "/" + dirName
-	for _, sub := range []string{DirName + "/" + QuarantineDir, qdir} {
+	qdir := DirName + "/" + quarantineDir + "/" + dirName
+	for _, sub := range []string{DirName + "/" + quarantineDir, qdir} {
 		if err := ensureDir(root, sub, true, true); err != nil {
 			return "", err
 		}

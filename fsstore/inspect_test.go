@@ -144,7 +144,7 @@ func TestRepair(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Something already in quarantine under the same name is kept.
-	writeRaw(t, filepath.Join(kubeletDir, DirName, QuarantineDir, RecordsDir, FileName("corrupt")), []byte("earlier"))
+	writeRaw(t, filepath.Join(kubeletDir, DirName, quarantineDir, RecordsDir, FileName("corrupt")), []byte("earlier"))
 	r, err := Inspect(kubeletDir)
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +165,7 @@ func TestRepair(t *testing.T) {
 	if diff := cmp.Diff(wantMoved, moved, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
 		t.Errorf("moved (-want +got):\n%s", diff)
 	}
-	q := filepath.Join(kubeletDir, DirName, QuarantineDir, RecordsDir)
+	q := filepath.Join(kubeletDir, DirName, quarantineDir, RecordsDir)
 	if data, err := os.ReadFile(filepath.Join(q, FileName("corrupt")+".1")); err != nil || !bytes.Equal(data, corruptData) {
 		t.Errorf("quarantined corrupt file: %q, %v", data, err)
 	}
@@ -175,7 +175,7 @@ func TestRepair(t *testing.T) {
 	if fi, err := os.Lstat(filepath.Join(q, FileName("link"))); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 		t.Errorf("quarantined link: %v, %v", fi, err)
 	}
-	for _, d := range []string{filepath.Join(kubeletDir, DirName, QuarantineDir), q} {
+	for _, d := range []string{filepath.Join(kubeletDir, DirName, quarantineDir), q} {
 		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm() != 0o700 {
 			t.Errorf("%s: %v, %v", d, fi, err)
 		}

@@ -1,10 +1,5 @@
 package fsstore
 
-import "errors"
-
-// errScanNeeded is returned by New for WithoutScan without WithReadOnly.
-var errScanNeeded = errors.New("WithoutScan needs WithReadOnly: a writable store reads its directories at open")
-
 // WithoutScan, with WithReadOnly, opens the store without reading its
 // directories: New checks that image_manager, pulling and pulled are real
 // directories and opens them, and reads no entry, so opening costs the same
@@ -22,8 +17,9 @@ var errScanNeeded = errors.New("WithoutScan needs WithReadOnly: a writable store
 //     open-time snapshot), and the counts list the directory on every call
 //     (0 if it cannot be listed).
 //
-// New fails when WithoutScan is given without WithReadOnly: a writable store
-// must read its directories at open to sweep and migrate.
+// New fails with ErrInvalidOption when WithoutScan is given without
+// WithReadOnly: a writable store must read its directories at open to sweep
+// and migrate.
 func WithoutScan() Option { return func(o *options) { o.noScan = true } }
 
 // countOf returns the number of record entries of d: the set kept since open,

@@ -55,14 +55,32 @@ func withOpLog(ops *[]string) Option {
 	return withFS(func(dir string, d dirFS) dirFS { return opLog{dirFS: d, dir: dir, mu: &mu, ops: ops} })
 }
 
-func TestWithoutScanNeedsReadOnly(t *testing.T) {
-	kubeletDir := t.TempDir()
-	if s, err := New(testLogger(t), kubeletDir, WithoutScan()); err == nil {
-		s.Close()
-		t.Fatal("New(WithoutScan) without WithReadOnly succeeded")
+func TestInvalidOptions(t *testing.T) {
+	tests := []struct {
+		name string
+		opts []Option
+		want string // in the error message
+	}{
+		{"WithoutScan alone", []Option{WithoutScan()}, "WithoutScan without WithReadOnly"},
+		{"WithoutScan with WithoutSync", []Option{WithoutSync(), WithoutScan()}, "WithoutScan without WithReadOnly"},
 	}
-	if _, err := os.Lstat(filepath.Join(kubeletDir, DirName)); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("the refused New created %s: %v", DirName, err)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			kubeletDir := t.TempDir()
+			s, err := New(testLogger(t), kubeletDir, tc.opts...)
+			if err == nil {
+				s.Close()
+			}
+			if !errors.Is(err, ErrInvalidOption) {
+				t.Fatalf("New = %v; want ErrInvalidOption", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not name %s", err, tc.want)
+			}
+			if _, err := os.Lstat(filepath.Join(kubeletDir, DirName)); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("the refused New created %s: %v", DirName, err)
+			}
+		})
 	}
 }
 

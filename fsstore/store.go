@@ -28,9 +28,10 @@ const (
 	IntentsDir = "pulling"
 	// RecordsDir holds one file per image pulled record.
 	RecordsDir = "pulled"
-	// QuarantineDir is where Repair moves files it cannot use.
-	QuarantineDir = "quarantine"
 )
+
+// quarantineDir, inside DirName, is where Repair moves files it cannot use.
+const quarantineDir = "quarantine"
 
 const (
 	dirPerm  fs.FileMode = 0o700
@@ -55,7 +56,10 @@ func FileName(key string) string {
 	return string(b[:])
 }
 
-// Option configures New.
+// Option configures New. The options take no values; a combination New
+// cannot use (WithoutScan without WithReadOnly) makes it fail with an error
+// matching ErrInvalidOption that names the options, before it touches the
+// directory.
 type Option func(*options)
 
 type options struct {
@@ -120,7 +124,7 @@ func New(logger klog.Logger, kubeletDir string, opts ...Option) (*Store, error) 
 		opt(&o)
 	}
 	if o.noScan && !o.readOnly {
-		return nil, fmt.Errorf("opening pull records in %s: %w", kubeletDir, errScanNeeded)
+		return nil, fmt.Errorf("opening pull records in %s: %w: WithoutScan without WithReadOnly: a writable store reads its directories at open", kubeletDir, ErrInvalidOption)
 	}
 	intentsFS, recordsFS, lock, err := openDirs(logger, kubeletDir, !o.readOnly, !o.noSync)
 	if err != nil {

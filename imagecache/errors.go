@@ -23,7 +23,9 @@ var (
 	ErrAlreadyRunning = errors.New("image cache manager already running")
 	// ErrState matches failures to read or write the state directory.
 	ErrState = errors.New("image cache state")
-	// ErrInvalidOption is returned by New for an unusable option value.
+	// ErrInvalidOption is returned by New and NewStandalone for an option
+	// given a value it cannot use (the error names the option and the
+	// value) and for a nil image service or pull manager.
 	ErrInvalidOption = errors.New("invalid image cache manager option")
 	// ErrPrivateImage is matched by the *PrivateImageError a standalone
 	// manager returns for a cache with a pull secret.

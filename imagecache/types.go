@@ -18,7 +18,8 @@ const (
 	// WorkTypeDelete removes the images of a deleted cache that no other
 	// cache keeps.
 	WorkTypeDelete WorkType = "delete"
-	// WorkTypeStatusUpdate marks a per-cache completion (CacheStatus).
+	// WorkTypeStatusUpdate names a per-cache completion (CacheStatus). No
+	// request carries it; it is kept as part of the seed's vocabulary.
 	WorkTypeStatusUpdate WorkType = "statusupdate"
 	// WorkTypeRefresh re-checks every image of a cache and pulls what is
 	// missing or not recorded for the cache's credentials.
@@ -50,21 +51,20 @@ const (
 
 // Reasons set on results.
 const (
-	ReasonPulled          = "Pulled"
-	ReasonAlreadyPresent  = "AlreadyPresent"
-	ReasonRemoved         = "Removed"
-	ReasonNotPresent      = "NotPresent"
-	ReasonKeptByOther     = "KeptByOtherCache"
-	ReasonPullFailed      = "PullFailed"
-	ReasonUnauthorized    = "Unauthorized"
-	ReasonTimeout         = "DeadlineExceeded"
-	ReasonRetriesExceeded = "RetriesExceeded"
-	ReasonStatusFailed    = "ImageStatusFailed"
-	ReasonRemoveFailed    = "RemoveFailed"
-	ReasonIntentFailed    = "RecordIntentFailed"
-	ReasonRecordFailed    = "RecordDeleteFailed"
-	ReasonShutDown        = "ShutDown"
-	ReasonSuperseded      = "Superseded"
+	ReasonPulled         = "Pulled"
+	ReasonAlreadyPresent = "AlreadyPresent"
+	ReasonRemoved        = "Removed"
+	ReasonNotPresent     = "NotPresent"
+	ReasonKeptByOther    = "KeptByOtherCache"
+	ReasonPullFailed     = "PullFailed"
+	ReasonUnauthorized   = "Unauthorized"
+	ReasonTimeout        = "DeadlineExceeded"
+	ReasonStatusFailed   = "ImageStatusFailed"
+	ReasonRemoveFailed   = "RemoveFailed"
+	ReasonIntentFailed   = "RecordIntentFailed"
+	ReasonRecordFailed   = "RecordDeleteFailed"
+	ReasonShutDown       = "ShutDown"
+	ReasonSuperseded     = "Superseded"
 	// ReasonPrivateImage: a standalone manager does not pull a cache with
 	// a pull secret (PrivateImageError).
 	ReasonPrivateImage = "PrivateImageRefused"

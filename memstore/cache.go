@@ -14,11 +14,13 @@ import (
 	"github.com/pullrecords/pullrecords/accessor"
 )
 
-// DefaultStripes is the number of per-key write locks a Cache uses unless
+// defaultStripes is the number of per-key write locks a Cache uses unless
 // WithStripes says otherwise.
-const DefaultStripes = 64
+const defaultStripes = 64
 
-// CacheOption configures NewCache.
+// CacheOption configures NewCache. An option given a value it cannot use
+// makes NewCache fail with an error matching ErrInvalidOption that names the
+// option and the value; it is never ignored or adjusted.
 type CacheOption func(*cacheOptions)
 
 type cacheOptions struct {
@@ -26,8 +28,9 @@ type cacheOptions struct {
 }
 
 // WithStripes sets the number of locks that serialise writes, deletes and
-// read-through misses per key. Keys are spread over them by hash; more stripes
-// mean fewer unrelated keys waiting on each other. n must be at least 1.
+// read-through misses per key (default 64). Keys are spread over them by
+// hash; more stripes mean fewer unrelated keys waiting on each other. n below
+// 1 is invalid (ErrInvalidOption).
 func WithStripes(n int) CacheOption {
 	return func(o *cacheOptions) { o.stripes = n }
 }
@@ -57,17 +60,19 @@ var (
 // NewCache returns a cache in front of delegate, warmed up by listing the
 // delegate's intents and records once. A list that fails, fully or partly,
 // is logged and leaves the cache non-authoritative for that kind until a
-// Reload succeeds; it does not make NewCache fail.
+// Reload succeeds; it does not make NewCache fail. NewCache fails with
+// ErrNilDelegate for a nil delegate and with ErrInvalidOption for an option
+// value it cannot use.
 func NewCache(logger klog.Logger, delegate accessor.PullRecordsAccessor, opts ...CacheOption) (*Cache, error) {
 	if delegate == nil {
 		return nil, ErrNilDelegate
 	}
-	o := cacheOptions{stripes: DefaultStripes}
+	o := cacheOptions{stripes: defaultStripes}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	if o.stripes < 1 {
-		return nil, fmt.Errorf("%w: %d stripes, want at least 1", ErrInvalidOption, o.stripes)
+		return nil, fmt.Errorf("%w: WithStripes(%d): want at least 1", ErrInvalidOption, o.stripes)
 	}
 	c := &Cache{
 		delegate: delegate,

@@ -629,10 +629,24 @@ func TestNewCacheOptions(t *testing.T) {
 	if _, err := NewCache(logger, nil); !errors.Is(err, ErrNilDelegate) {
 		t.Errorf("NewCache(nil) = %v; want ErrNilDelegate", err)
 	}
-	for _, n := range []int{0, -1} {
-		if _, err := NewCache(logger, New(), WithStripes(n)); !errors.Is(err, ErrInvalidOption) {
-			t.Errorf("WithStripes(%d): %v; want ErrInvalidOption", n, err)
-		}
+	invalid := []struct {
+		name string
+		opt  CacheOption
+		want string // in the error message
+	}{
+		{"zero stripes", WithStripes(0), "WithStripes(0)"},
+		{"negative stripes", WithStripes(-1), "WithStripes(-1)"},
+	}
+	for _, tc := range invalid {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := NewCache(logger, New(), tc.opt)
+			if !errors.Is(err, ErrInvalidOption) {
+				t.Fatalf("NewCache = %v; want ErrInvalidOption", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not name %s", err, tc.want)
+			}
+		})
 	}
 	c, err := NewCache(logger, New(), WithStripes(1))
 	if err != nil {

@@ -18,4 +18,7 @@ var (
 	// ErrMissingDependency is returned by NewImagePullManager when the records
 	// accessor or the policy is nil.
 	ErrMissingDependency = errors.New("missing dependency")
+	// ErrInvalidOption is returned by NewImagePullManager for an Option
+	// given a value it cannot use; the error names the option and the value.
+	ErrInvalidOption = errors.New("invalid image pull manager option")
 )

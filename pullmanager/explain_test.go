@@ -304,7 +304,7 @@ func TestExplainImagePullErrors(t *testing.T) {
 // "the policy".
 func TestExplainImagePullUnnamedPolicy(t *testing.T) {
 	ctx, _ := testCtx(t)
-	m, _ := newTestManager(t, newFaultyStore().Accessor(), PolicyFunc(func(string, bool) bool { return false }))
+	m, _ := newTestManager(t, newFaultyStore().Accessor(), policyFunc(func(string, bool) bool { return false }))
 	e := m.ExplainImagePull(ctx, imgX, refA, nil)
 	if e.Rule != "the policy exempts the image" || e.Steps[len(e.Steps)-1].Finding != "the policy does not require verification here" {
 		t.Errorf("rule %q, steps %+v", e.Rule, e.Steps)

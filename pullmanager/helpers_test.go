@@ -15,6 +15,14 @@ import (
 	"github.com/pullrecords/pullrecords/accessor"
 )
 
+// policyFunc adapts a function to ImagePullPolicyEnforcer.
+type policyFunc func(image string, imagePulledByKubelet bool) bool
+
+// RequireCredentialVerificationForImage calls f.
+func (f policyFunc) RequireCredentialVerificationForImage(image string, imagePulledByKubelet bool) bool {
+	return f(image, imagePulledByKubelet)
+}
+
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 func testCtx(t *testing.T) (context.Context, klog.Logger) {

@@ -7,6 +7,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/pullrecords/pullrecords/accessor"
+	"github.com/pullrecords/pullrecords/imageruntime"
 )
 
 // ImagePullManager keeps track of image pulls and decides whether a pod must
@@ -40,17 +41,12 @@ type ImagePullManager interface {
 // called lazily, only when a decision needs it.
 type GetPodCredentials func() ([]accessor.ImagePullSecret, *accessor.ImagePullServiceAccount, error)
 
-// Image is an image the container runtime has.
-type Image struct {
-	ID          string
-	RepoTags    []string
-	RepoDigests []string
-}
+// Image is an image the container runtime has (imageruntime.Image).
+type Image = imageruntime.Image
 
-// ImageLister lists the images the container runtime has.
-type ImageLister interface {
-	ListImages(ctx context.Context) ([]Image, error)
-}
+// ImageLister lists the images the container runtime has
+// (imageruntime.ImageLister).
+type ImageLister = imageruntime.ImageLister
 
 // ImagePullPolicyEnforcer decides whether credentials must be verified for an
 // image, given whether the kubelet (rather than a preloading step) pulled it.

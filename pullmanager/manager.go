@@ -54,6 +54,9 @@ var _ ImagePullManager = (*PullManager)(nil)
 // If records implements accessor.RecordPeeker, checks read through it without
 // copying; if it implements accessor.RecordCounter, the on-disk gauges are
 // kept from it.
+//
+// It fails with ErrMissingDependency when records or policy is nil, and with
+// ErrInvalidOption when an option has a value it cannot use.
 func NewImagePullManager(ctx context.Context, records accessor.PullRecordsAccessor, policy ImagePullPolicyEnforcer, images ImageLister, opts ...Option) (*PullManager, error) {
 	if records == nil {
 		return nil, fmt.Errorf("%w: records accessor is nil", ErrMissingDependency)
@@ -64,6 +67,9 @@ func NewImagePullManager(ctx context.Context, records accessor.PullRecordsAccess
 	o := defaultOptions()
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
 	}
 	m := &PullManager{
 		records:          records,

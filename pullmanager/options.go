@@ -1,8 +1,15 @@
 package pullmanager
 
-import "k8s.io/utils/clock"
+import (
+	"fmt"
 
-// Option configures a PullManager.
+	"k8s.io/utils/clock"
+)
+
+// Option configures a PullManager. An option given a value it cannot use
+// (a nil clock, fewer than one lock stripe) makes NewImagePullManager fail
+// with an error matching ErrInvalidOption that names the option and the
+// value; it is never ignored or adjusted.
 type Option func(*options)
 
 type options struct {
@@ -17,18 +24,27 @@ func defaultOptions() options {
 	return options{clock: clock.RealClock{}, lockStripes: defaultLockStripes}
 }
 
-// WithClock sets the clock used for LastUpdatedTime and for the check-latency
-// histogram. Tests pass a k8s.io/utils/clock/testing fake clock.
-func WithClock(c clock.PassiveClock) Option {
-	return func(o *options) {
-		if c != nil {
-			o.clock = c
-		}
+// validate reports the first option value the manager cannot use.
+func (o *options) validate() error {
+	switch {
+	case o.clock == nil:
+		return fmt.Errorf("%w: WithClock(nil): want a clock", ErrInvalidOption)
+	case o.lockStripes < 1:
+		return fmt.Errorf("%w: WithLockStripes(%d): want at least 1", ErrInvalidOption, o.lockStripes)
 	}
+	return nil
 }
 
-// WithMetrics makes the manager report to m. Without it (or with nil) the
-// manager does no metrics work at all.
+// WithClock sets the clock used for LastUpdatedTime and for the check-latency
+// histogram (default the real clock). Tests pass a
+// k8s.io/utils/clock/testing fake clock. A nil clock is invalid
+// (ErrInvalidOption).
+func WithClock(c clock.PassiveClock) Option {
+	return func(o *options) { o.clock = c }
+}
+
+// WithMetrics makes the manager report to m. Without it (or with nil, which
+// is valid and means the same) the manager does no metrics work at all.
 func WithMetrics(m *Metrics) Option {
 	return func(o *options) { o.metrics = m }
 }
@@ -65,8 +81,8 @@ func WithNormalizedImageNames(on bool) Option {
 	return func(o *options) { o.normalizedNames = on }
 }
 
-// WithLockStripes sets how many lock stripes guard per-key writes (values
-// below 1 mean 1; there is no upper bound). The default is 64.
+// WithLockStripes sets how many lock stripes guard per-key writes (default
+// 64; there is no upper bound). n below 1 is invalid (ErrInvalidOption).
 func WithLockStripes(n int) Option {
 	return func(o *options) { o.lockStripes = n }
 }

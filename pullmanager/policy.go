@@ -27,14 +27,6 @@ const (
 	AlwaysVerify VerificationPolicy = "AlwaysVerify"
 )
 
-// PolicyFunc adapts a function to ImagePullPolicyEnforcer.
-type PolicyFunc func(image string, imagePulledByKubelet bool) bool
-
-// RequireCredentialVerificationForImage calls f.
-func (f PolicyFunc) RequireCredentialVerificationForImage(image string, imagePulledByKubelet bool) bool {
-	return f(image, imagePulledByKubelet)
-}
-
 // PolicyOption configures NewImagePullCredentialVerificationPolicy.
 type PolicyOption func(*policyOptions)
 

@@ -108,3 +108,18 @@ func TestRunInProcess(t *testing.T) {
 		t.Errorf("bad flag: exit %d, stdout %q; want 2 and nothing on stdout", code, stdout.String())
 	}
 }
+
+// A negative --timeout is a usage error naming the flag, not a failure to
+// reach the runtime.
+func TestNegativeCRITimeout(t *testing.T) {
+	for _, args := range [][]string{
+		{"prune", "--dry-run", "--cri", "/nonexistent/cri.sock", "--timeout", "-1s"},
+		{"cache", "run", "--once", "--cri", "/nonexistent/cri.sock", "--timeout", "-1s"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), append([]string{"--kubelet-dir", t.TempDir()}, args...), &stdout, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), "--timeout -1s") {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and the flag named", args, code, stderr.String())
+		}
+	}
+}

@@ -89,6 +89,8 @@ func dialCRI(ctx context.Context, endpoint string, timeout time.Duration) (*cri.
 		return svc, nil
 	case errors.Is(err, cri.ErrInvalidEndpoint):
 		return nil, fmt.Errorf("--cri %s: %w", endpoint, err)
+	case errors.Is(err, cri.ErrInvalidOption):
+		return nil, usageErrorf("--timeout %v: want 0 (no timeout) or more", timeout)
 	case errors.Is(err, cri.ErrEndpointNotFound), errors.Is(err, cri.ErrNotCRI):
 		return nil, err
 	default:

@@ -16,7 +16,7 @@ import (
 
 	"github.com/pullrecords/pullrecords/cri"
 	"github.com/pullrecords/pullrecords/cri/critest"
-	"github.com/pullrecords/pullrecords/pullmanager"
+	"github.com/pullrecords/pullrecords/imageruntime"
 )
 
 func dial(t *testing.T, endpoint string, opts ...cri.Option) *cri.ImageService {
@@ -97,7 +97,7 @@ func TestLifecycle(t *testing.T) {
 	s := dial(t, f.Serve(t))
 	ctx := context.Background()
 
-	busybox := &pullmanager.Image{
+	busybox := &imageruntime.Image{
 		ID:          id,
 		RepoTags:    []string{"docker.io/library/busybox:1.37"},
 		RepoDigests: []string{"docker.io/library/busybox@" + mustDigest(t, "busybox:1.37")},
@@ -182,15 +182,15 @@ func TestRequireAuth(t *testing.T) {
 
 	for _, tc := range []struct {
 		image string
-		auth  *pullmanager.AuthConfig
+		auth  *imageruntime.AuthConfig
 		ok    bool
 	}{
 		{"127.0.0.1:5000/private:v1", nil, false},
-		{"127.0.0.1:5000/private:v1", &pullmanager.AuthConfig{Username: "alice", Password: "wrong"}, false},
-		{"127.0.0.1:5000/private:v1", &pullmanager.AuthConfig{Username: "robot", Password: "pw"}, false},
-		{"127.0.0.1:5000/private:v1", &pullmanager.AuthConfig{Username: "alice", Password: "s3cret"}, true},
+		{"127.0.0.1:5000/private:v1", &imageruntime.AuthConfig{Username: "alice", Password: "wrong"}, false},
+		{"127.0.0.1:5000/private:v1", &imageruntime.AuthConfig{Username: "robot", Password: "pw"}, false},
+		{"127.0.0.1:5000/private:v1", &imageruntime.AuthConfig{Username: "alice", Password: "s3cret"}, true},
 		{"registry.example.com/private/app:1", nil, false},
-		{"registry.example.com/private/app:1", &pullmanager.AuthConfig{Username: "robot", Password: "pw"}, true},
+		{"registry.example.com/private/app:1", &imageruntime.AuthConfig{Username: "robot", Password: "pw"}, true},
 		{"127.0.0.1:5000/public:v1", nil, true},
 	} {
 		_, err := s.PullImage(ctx, tc.image, tc.auth)

@@ -1,4 +1,4 @@
-package pullmanager
+package imageruntime
 
 import (
 	"bytes"
