@@ -110,18 +110,11 @@ func (t *streamTable) layout(rows [][]string, first int) {
 		}
 		return ws
 	}
-	total := func(ws []int) int {
-		n := colGap * (len(ws) - 1)
-		for _, x := range ws {
-			n += x
-		}
-		return n
-	}
 	if t.short {
 		shorten()
 	}
 	ws := widths()
-	if t.width > 0 && total(ws) > t.width {
+	if t.width > 0 && columnsWidth(ws) > t.width {
 		if !t.short {
 			t.short = true
 			shorten()
@@ -131,23 +124,7 @@ func (t *streamTable) layout(rows [][]string, first int) {
 		for i, c := range t.cols {
 			narrowest[i] = max(c.min, runes(c.header), 4, prev[i])
 		}
-		// As table.lines: narrow the column with the most room above its
-		// narrowest, one column at a time.
-		for total(ws) > t.width {
-			best := -1
-			for i, c := range t.cols {
-				if c.fit == fitNone || ws[i] <= narrowest[i] {
-					continue
-				}
-				if best < 0 || ws[i]-narrowest[i] > ws[best]-narrowest[best] {
-					best = i
-				}
-			}
-			if best < 0 {
-				break
-			}
-			ws[best]--
-		}
+		narrow(t.cols, ws, narrowest, t.width)
 	}
 	t.ws = ws
 }

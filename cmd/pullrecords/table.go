@@ -95,6 +95,36 @@ func shortHex(s string) string {
 
 func runes(s string) int { return utf8.RuneCountInString(s) }
 
+// columnsWidth is how many columns a table with column widths ws takes.
+func columnsWidth(ws []int) int {
+	n := colGap * (len(ws) - 1)
+	for _, x := range ws {
+		n += x
+	}
+	return n
+}
+
+// narrow shrinks ws one column at a time, always the column with the most
+// room above its narrowest, until the table fits width or no column that
+// may shrink is above its narrowest.
+func narrow(cols []column, ws, narrowest []int, width int) {
+	for columnsWidth(ws) > width {
+		best := -1
+		for i, c := range cols {
+			if c.fit == fitNone || ws[i] <= narrowest[i] {
+				continue
+			}
+			if best < 0 || ws[i]-narrowest[i] > ws[best]-narrowest[best] {
+				best = i
+			}
+		}
+		if best < 0 {
+			return
+		}
+		ws[best]--
+	}
+}
+
 // lines lays the table out, fitted into width columns when width > 0.
 func (t *table) lines(width int, headers bool) []string {
 	rows := make([][]string, 0, len(t.rows)+1)
@@ -117,15 +147,8 @@ func (t *table) lines(width int, headers bool) []string {
 		}
 		return ws
 	}
-	total := func(ws []int) int {
-		n := colGap * (len(ws) - 1)
-		for _, x := range ws {
-			n += x
-		}
-		return n
-	}
 	ws := widths()
-	if width > 0 && total(ws) > width {
+	if width > 0 && columnsWidth(ws) > width {
 		first := 0
 		if headers {
 			first = 1
@@ -142,23 +165,7 @@ func (t *table) lines(width int, headers bool) []string {
 		for i, c := range t.cols {
 			narrowest[i] = max(c.min, runes(c.header), 4)
 		}
-		// Narrow, one column at a time, the column with the most room
-		// above its narrowest, until the table fits or none can shrink.
-		for total(ws) > width {
-			best := -1
-			for i, c := range t.cols {
-				if c.fit == fitNone || ws[i] <= narrowest[i] {
-					continue
-				}
-				if best < 0 || ws[i]-narrowest[i] > ws[best]-narrowest[best] {
-					best = i
-				}
-			}
-			if best < 0 {
-				break
-			}
-			ws[best]--
-		}
+		narrow(t.cols, ws, narrowest, width)
 	}
 	var out []string
 	for _, r := range rows {
