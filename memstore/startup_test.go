@@ -21,6 +21,7 @@ import (
 	"github.com/pullrecords/pullrecords/accessor"
 	"github.com/pullrecords/pullrecords/accessor/accessortest"
 	"github.com/pullrecords/pullrecords/fsstore"
+	"github.com/pullrecords/pullrecords/fsstore/fsstoretest"
 	"github.com/pullrecords/pullrecords/memstore"
 )
 
@@ -142,46 +143,18 @@ func startupDir(b *testing.B, kind string, n int) string {
 }
 
 // writeFixture writes the files directly, as the kubelet would have, without
-// going through a store (much faster than a write per record with its
-// temporary file and rename).
+// going through a store.
 func writeFixture(dir string, record func(int) *accessor.ImagePulledRecord, n int) error {
-	if err := os.RemoveAll(dir); err != nil {
-		return err
+	return fsstoretest.Fixture{Intents: fixtureIntents(), Records: n, Record: record}.Write(dir)
+}
+
+// fixtureIntents are 100 intents over 17 repositories.
+func fixtureIntents() []string {
+	out := make([]string, 100)
+	for i := range out {
+		out[i] = fmt.Sprintf("registry.example.com/team-%d/app:%d", i%17, i)
 	}
-	pulled := filepath.Join(dir, fsstore.DirName, fsstore.RecordsDir)
-	pulling := filepath.Join(dir, fsstore.DirName, fsstore.IntentsDir)
-	for _, d := range []string{pulled, pulling} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return err
-		}
-	}
-	for i := range 100 {
-		img := fmt.Sprintf("registry.example.com/team-%d/app:%d", i%17, i)
-		data, err := accessor.EncodeIntent(&accessor.ImagePullIntent{Image: img})
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(pulling, fsstore.FileName(img)), data, 0o600); err != nil {
-			return err
-		}
-	}
-	workers := runtime.GOMAXPROCS(0)
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := w; i < n && errs[w] == nil; i += workers {
-				r := record(i)
-				data, err := accessor.EncodePulledRecord(r)
-				if err == nil {
-					err = os.WriteFile(filepath.Join(pulled, fsstore.FileName(r.ImageRef)), data, 0o600)
-				}
-				errs[w] = err
-			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return out
 }
 
 // startup is what a kubelet does at start: open the store, warm the cache,

@@ -19,6 +19,7 @@ import (
 
 	"github.com/pullrecords/pullrecords/accessor"
 	"github.com/pullrecords/pullrecords/fsstore"
+	"github.com/pullrecords/pullrecords/fsstore/fsstoretest"
 )
 
 // The scale benchmarks run the read-only commands in process over a kubelet
@@ -68,49 +69,21 @@ func scaleRecord(i int) *accessor.ImagePulledRecord {
 // writeScaleFixture writes n records and 100 intents under dir as the
 // kubelet would have, without a store.
 func writeScaleFixture(dir string, n int) error {
-	if err := os.RemoveAll(dir); err != nil {
-		return err
+	intents := make([]string, 100)
+	for i := range intents {
+		intents[i] = fmt.Sprintf("registry.example.com/team-%d/app:%d", i%17, i)
 	}
-	pulled := filepath.Join(dir, fsstore.DirName, fsstore.RecordsDir)
-	pulling := filepath.Join(dir, fsstore.DirName, fsstore.IntentsDir)
-	for _, d := range []string{filepath.Join(dir, fsstore.DirName), pulled, pulling} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return err
-		}
-		if err := os.Chmod(d, 0o700); err != nil {
-			return err
-		}
-	}
-	for i := range 100 {
-		img := fmt.Sprintf("registry.example.com/team-%d/app:%d", i%17, i)
-		data, err := accessor.EncodeIntent(&accessor.ImagePullIntent{Image: img})
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(pulling, fsstore.FileName(img)), data, 0o600); err != nil {
-			return err
-		}
-	}
-	workers := runtime.GOMAXPROCS(0)
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := w; i < n && errs[w] == nil; i += workers {
-				r := scaleRecord(i)
-				data, err := accessor.EncodePulledRecord(r)
-				if err == nil && i%100 == 7 {
-					data = bytes.Replace(data, []byte("/"+accessor.VersionV1beta1+`"`), []byte("/"+accessor.VersionV1alpha1+`"`), 1)
-				}
-				if err == nil {
-					err = os.WriteFile(filepath.Join(pulled, fsstore.FileName(r.ImageRef)), data, 0o600)
-				}
-				errs[w] = err
+	return fsstoretest.Fixture{
+		Intents: intents,
+		Records: n,
+		Record:  scaleRecord,
+		Edit: func(i int, data []byte) []byte {
+			if i%100 != 7 {
+				return data
 			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+			return bytes.Replace(data, []byte("/"+accessor.VersionV1beta1+`"`), []byte("/"+accessor.VersionV1alpha1+`"`), 1)
+		},
+	}.Write(dir)
 }
 
 // scaleDir returns a kubelet directory holding n records.
