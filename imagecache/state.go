@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/pullrecords/pullrecords/internal/atomicfile"
@@ -84,7 +82,9 @@ func readState(dir string) (*persisted, error) {
 // (or directory) is an empty state.
 func readStateFile(dir string) (*persisted, error) {
 	path := filepath.Join(dir, stateFile)
-	data, err := readRegular(dir, stateFile)
+	// The state holds credentials: a link planted at its name must not make
+	// the manager read another file.
+	data, err := atomicfile.ReadFile(dir, stateFile, maxStateSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &persisted{Version: stateVersion}, nil
 	}
@@ -105,40 +105,6 @@ func readStateFile(dir string) (*persisted, error) {
 
 // maxStateSize bounds the state file read; a larger one is refused.
 const maxStateSize = 64 << 20
-
-// readRegular reads dir/name without following a symbolic link there (or
-// anywhere out of dir): the state holds credentials, and a link planted at
-// its name must not make the manager read another file.
-func readRegular(dir, name string) ([]byte, error) {
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
-	// O_NOFOLLOW refuses a link at name; O_NONBLOCK keeps a planted FIFO
-	// from blocking the open. The type is checked on the opened file, so
-	// nothing can be swapped in between.
-	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file (%v)", filepath.Join(dir, name), fi.Mode().Type())
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxStateSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxStateSize {
-		return nil, fmt.Errorf("%s is larger than %d bytes", filepath.Join(dir, name), maxStateSize)
-	}
-	return data, nil
-}
 
 // spec is the applied cache a persisted entry holds, validated.
 func (pc persistedCache) spec() (ImageCache, error) {

@@ -422,7 +422,7 @@ func (l *lastRunStatus) summary() string {
 
 func readLastRun(path string) (map[string]*lastRunStatus, error) {
 	out := map[string]*lastRunStatus{}
-	data, err := readNoFollow(filepath.Dir(path), filepath.Base(path), maxCacheFileSize)
+	data, err := atomicfile.ReadFile(filepath.Dir(path), filepath.Base(path), maxCacheFileSize)
 	if errors.Is(err, os.ErrNotExist) {
 		return out, nil
 	}

@@ -58,7 +58,7 @@ func (p cachePaths) declared() string { return filepath.Join(p.base, declaredFil
 // whether the declared file exists; without it, the caches of the manager's
 // state.
 func (p cachePaths) loadDeclared() ([]cacheSpec, bool, error) {
-	data, err := readNoFollow(p.base, declaredFile, maxCacheFileSize)
+	data, err := atomicfile.ReadFile(p.base, declaredFile, maxCacheFileSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		applied, err := imagecache.LoadState(p.state)
 		if err != nil {
@@ -117,29 +117,6 @@ func (p cachePaths) saveDeclared(specs []cacheSpec) error {
 		return describeFSError(err)
 	}
 	return describeFSError(atomicfile.WriteFile(p.base, declaredFile, append(data, '\n'), 0o600))
-}
-
-// readNoFollow reads dir/name without following a symbolic link at name or
-// blocking on a FIFO planted there, refusing more than limit bytes.
-func readNoFollow(dir, name string, limit int64) ([]byte, error) {
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
-	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file (%v)", filepath.Join(dir, name), fi.Mode().Type())
-	}
-	return readLimited(filepath.Join(dir, name), f, limit)
 }
 
 // fileLock is an flock(2) lock on a file of the state directory.
