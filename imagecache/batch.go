@@ -129,7 +129,8 @@ func (m *Manager) finishLocked(r *request, res ImageWorkResult, wasInFlight bool
 	}
 }
 
-// completeLocked publishes the batch's status and persists its completion.
+// completeLocked publishes the batch's status and persists its completion
+// and the status (LastStatus).
 func (m *Manager) completeLocked(b *batch) {
 	b.finished = m.clock.Now()
 	st := b.status()
@@ -145,5 +146,8 @@ func (m *Manager) completeLocked(b *batch) {
 	}
 	if err := m.saveLocked(); err != nil {
 		m.logger.Error(err, "Failed to persist image cache state", "cache", b.ref)
+	}
+	if err := m.recordLastStatusLocked(st); err != nil {
+		m.logger.Error(err, "Failed to persist the image cache's last status", "cache", b.ref)
 	}
 }

@@ -135,6 +135,16 @@
 //     (ErrState), never an empty state. LoadState reads the applied caches
 //     without a manager and without writing anything (no directory is
 //     created, no temporary file removed).
+//   - With WithStateDir the last completed status of each cache (what the
+//     status handler received when its latest batch completed) is kept in
+//     a file of its own in the directory, last-status.json (0600, written
+//     as the state file is), so the state file's format is unchanged and a
+//     field a later version adds to either file breaks no reader.
+//     Manager.LastStatus returns it, across restarts; ReadLastStatus reads
+//     it without a manager or a runtime, writing nothing, while a manager
+//     runs or not. It holds no credential. A corrupt last-status file is an
+//     ErrState error from ReadLastStatus; a manager logs it, starts with no
+//     last statuses and replaces the file at the next completion.
 //   - No credential or credential hash is logged or put in a result.
 //   - Metrics (Collectors): queue depth, results by work type and status,
 //     CRI pulls by result and their duration. Nothing is registered

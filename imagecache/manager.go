@@ -29,15 +29,17 @@ type Manager struct {
 
 	emitMu sync.Mutex // held while handlers run; see flush
 
-	mu        sync.Mutex
-	caches    map[CacheRef]*cacheState
-	entries   map[string]*entry // by image
-	latest    map[CacheRef]*batch
-	purges    map[persistedPurge]struct{}
-	outbox    []event
-	nextBatch uint64
-	started   bool
-	stopped   bool
+	mu      sync.Mutex
+	caches  map[CacheRef]*cacheState
+	entries map[string]*entry // by image
+	latest  map[CacheRef]*batch
+	// lastStatus is the last completed status of each cache (LastStatus).
+	lastStatus map[CacheRef]CacheStatus
+	purges     map[persistedPurge]struct{}
+	outbox     []event
+	nextBatch  uint64
+	started    bool
+	stopped    bool
 }
 
 type cacheState struct {
@@ -92,15 +94,16 @@ func newManager(logger klog.Logger, images ImageService, pulls pullmanager.Image
 		return nil, fmt.Errorf("%w: nil image service", ErrInvalidOption)
 	}
 	m := &Manager{
-		logger:  logger,
-		images:  images,
-		pulls:   pulls,
-		opts:    o,
-		clock:   o.clock,
-		caches:  map[CacheRef]*cacheState{},
-		entries: map[string]*entry{},
-		latest:  map[CacheRef]*batch{},
-		purges:  map[persistedPurge]struct{}{},
+		logger:     logger,
+		images:     images,
+		pulls:      pulls,
+		opts:       o,
+		clock:      o.clock,
+		caches:     map[CacheRef]*cacheState{},
+		entries:    map[string]*entry{},
+		latest:     map[CacheRef]*batch{},
+		lastStatus: map[CacheRef]CacheStatus{},
+		purges:     map[persistedPurge]struct{}{},
 	}
 	m.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.retryBase, o.retryMax),

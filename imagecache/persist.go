@@ -22,6 +22,7 @@ func (m *Manager) load() error {
 	for _, pp := range p.Purges {
 		m.purges[pp] = struct{}{}
 	}
+	m.loadLastStatusLocked()
 	// Resume, in the order the file lists them.
 	for _, pc := range p.Caches {
 		ref := CacheRef{Namespace: pc.Namespace, Name: pc.Name}

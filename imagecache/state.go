@@ -66,6 +66,7 @@ func readState(dir string) (*persisted, error) {
 	}
 	defer d.Close()
 	_, _ = d.RemoveTemps(stateFile)
+	_, _ = d.RemoveTemps(lastStatusFile)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrState, err)

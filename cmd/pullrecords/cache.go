@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pullrecords/pullrecords/imagecache"
-	"github.com/pullrecords/pullrecords/internal/atomicfile"
 )
 
 type cacheOptions struct {
@@ -29,7 +27,7 @@ func (o *cacheOptions) paths(g *globalOptions) cachePaths {
 	if base == "" {
 		base = filepath.Join(g.kubeletDir, "pullrecords")
 	}
-	return cachePaths{base: base, state: filepath.Join(base, "imagecache"), statusFile: filepath.Join(base, "cache-status.json")}
+	return cachePaths{base: base, state: filepath.Join(base, "imagecache")}
 }
 
 func newCacheCmd(g *globalOptions) *cobra.Command {
@@ -322,12 +320,42 @@ const (
 	stateDeleting = "deleting" // deleted; cache run has not removed it yet
 )
 
-// lastRunStatus is the latest completed batch of a cache seen by "cache run".
+// lastRunStatus is the latest completed batch of a cache as "cache status"
+// prints it: a view of the imagecache.CacheStatus the manager of "cache run"
+// keeps in its state directory (imagecache.ReadLastStatus).
 type lastRunStatus struct {
 	WorkType string         `json:"workType"`
 	Finished time.Time      `json:"finished"`
 	Counts   map[string]int `json:"counts"`
 	Failures []string       `json:"failures,omitempty"`
+}
+
+// lastRunOf returns the view of a completed batch's status.
+func lastRunOf(s imagecache.CacheStatus) *lastRunStatus {
+	l := &lastRunStatus{WorkType: string(s.WorkType), Finished: s.Finished.UTC(), Counts: map[string]int{}}
+	for k, v := range s.Counts {
+		l.Counts[string(k)] = v
+	}
+	for _, res := range s.Results {
+		if resultFailed(res) {
+			l.Failures = append(l.Failures, res.Request.Image+": "+res.Reason)
+		}
+	}
+	return l
+}
+
+// readLastRuns returns the view of the last completed batch of each cache,
+// by namespace/name, from the manager's state directory.
+func readLastRuns(stateDir string) (map[string]*lastRunStatus, error) {
+	last, err := imagecache.ReadLastStatus(stateDir)
+	if err != nil {
+		return nil, describeFSError(err)
+	}
+	out := make(map[string]*lastRunStatus, len(last))
+	for ref, s := range last {
+		out[ref.String()] = lastRunOf(s)
+	}
+	return out, nil
 }
 
 func newCacheStatusCmd(g *globalOptions, o *cacheOptions) *cobra.Command {
@@ -352,7 +380,7 @@ Nothing is written.`,
 			if err != nil {
 				return describeFSError(err)
 			}
-			last, err := readLastRun(paths.statusFile)
+			last, err := readLastRuns(paths.state)
 			if err != nil {
 				return err
 			}
@@ -418,32 +446,4 @@ func (l *lastRunStatus) summary() string {
 		s += fmt.Sprintf(" %d %s", l.Counts[k], k)
 	}
 	return s
-}
-
-func readLastRun(path string) (map[string]*lastRunStatus, error) {
-	out := map[string]*lastRunStatus{}
-	data, err := atomicfile.ReadFile(filepath.Dir(path), filepath.Base(path), maxCacheFileSize)
-	if errors.Is(err, os.ErrNotExist) {
-		return out, nil
-	}
-	if err != nil {
-		return nil, describeFSError(err)
-	}
-	if err := json.Unmarshal(data, &out); err != nil {
-		return nil, fmt.Errorf("%s is corrupt (%v); remove it, cache run writes it again", path, err)
-	}
-	return out, nil
-}
-
-func writeLastRun(path string, last map[string]*lastRunStatus) error {
-	data, err := json.MarshalIndent(last, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	// A fresh temporary name, never a fixed one a symbolic link could be
-	// planted at; fsync, rename, fsync the directory.
-	return atomicfile.WriteFile(filepath.Dir(path), filepath.Base(path), append(data, '\n'), 0o600)
 }

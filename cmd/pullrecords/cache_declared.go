@@ -47,9 +47,8 @@ type declared struct {
 
 // cachePaths are the files of one state directory.
 type cachePaths struct {
-	base       string // <kubelet dir>/pullrecords, or --state-dir
-	state      string // the manager's state directory
-	statusFile string // the last results of each cache, written by cache run
+	base  string // <kubelet dir>/pullrecords, or --state-dir
+	state string // the manager's state directory (also the last status of each cache)
 }
 
 func (p cachePaths) declared() string { return filepath.Join(p.base, declaredFile) }

@@ -166,10 +166,6 @@ func runCache(parent context.Context, g *globalOptions, o *cacheOptions, r *cach
 	}
 	defer svc.Close()
 
-	last, err := readLastRun(paths.statusFile)
-	if err != nil {
-		return err
-	}
 	printer := newRunPrinter(g.stdout, format == formatJSON)
 	var mu sync.Mutex
 	waiting := map[string]uint64{} // cache -> batch --once waits for
@@ -181,21 +177,10 @@ func runCache(parent context.Context, g *globalOptions, o *cacheOptions, r *cach
 		imagecache.WithResultHandler(printer.result),
 		imagecache.WithStatusHandler(func(s imagecache.CacheStatus) {
 			printer.status(s)
+			// The manager has kept s in its state directory (the last status
+			// "cache status" shows) before handing it here.
 			mu.Lock()
 			defer mu.Unlock()
-			l := &lastRunStatus{WorkType: string(s.WorkType), Finished: s.Finished.UTC(), Counts: map[string]int{}}
-			for k, v := range s.Counts {
-				l.Counts[string(k)] = v
-			}
-			for _, res := range s.Results {
-				if resultFailed(res) {
-					l.Failures = append(l.Failures, res.Request.Image+": "+res.Reason)
-				}
-			}
-			last[s.ImageCache.String()] = l
-			if err := writeLastRun(paths.statusFile, last); err != nil {
-				logger.Error(err, "Cannot write the cache status file", "path", paths.statusFile)
-			}
 			if b, ok := waiting[s.ImageCache.String()]; ok && r.once && s.Complete && s.Batch >= b {
 				delete(waiting, s.ImageCache.String())
 				if len(waiting) == 0 {
