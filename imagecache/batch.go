@@ -120,7 +120,7 @@ func (m *Manager) finishLocked(r *request, res ImageWorkResult, wasInFlight bool
 	if res.Reason == ReasonShutDown {
 		b.shutdown = true
 	} else if r.removes() {
-		delete(m.purges, persistedPurge{Image: r.req.Image, Namespace: r.req.ImageCache.Namespace, Name: r.req.ImageCache.Name, WorkType: r.req.WorkType})
+		delete(m.removals, pendingRemoval{cache: r.req.ImageCache, image: r.req.Image, workType: r.req.WorkType})
 	}
 	m.metrics.results.WithLabelValues(string(res.Request.WorkType), string(res.Status)).Inc()
 	m.outbox = append(m.outbox, event{result: &res})

@@ -158,8 +158,8 @@ func (m *Manager) loadLastStatusLocked() {
 		return
 	}
 	pending := map[CacheRef]bool{}
-	for pp := range m.purges {
-		pending[CacheRef{Namespace: pp.Namespace, Name: pp.Name}] = true
+	for r := range m.removals {
+		pending[r.cache] = true
 	}
 	for _, ps := range p.Caches {
 		s := ps.status()

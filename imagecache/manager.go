@@ -35,7 +35,7 @@ type Manager struct {
 	latest  map[CacheRef]*batch
 	// lastStatus is the last completed status of each cache (LastStatus).
 	lastStatus map[CacheRef]CacheStatus
-	purges     map[persistedPurge]struct{}
+	removals   map[pendingRemoval]struct{}
 	outbox     []event
 	nextBatch  uint64
 	started    bool
@@ -103,7 +103,7 @@ func newManager(logger klog.Logger, images ImageService, pulls pullmanager.Image
 		entries:    map[string]*entry{},
 		latest:     map[CacheRef]*batch{},
 		lastStatus: map[CacheRef]CacheStatus{},
-		purges:     map[persistedPurge]struct{}{},
+		removals:   map[pendingRemoval]struct{}{},
 	}
 	m.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.retryBase, o.retryMax),
@@ -194,23 +194,14 @@ func (m *Manager) Apply(ctx context.Context, cache ImageCache) error {
 	}
 	cs.spec, cs.pendingType = c, wt
 	cs.generation++
-	var added []persistedPurge
-	for _, img := range drops {
-		pp := persistedPurge{Image: img, Namespace: ref.Namespace, Name: ref.Name, WorkType: WorkTypePurge}
-		if _, ok := m.purges[pp]; !ok {
-			m.purges[pp] = struct{}{}
-			added = append(added, pp)
-		}
-	}
+	added := m.addRemovalsLocked(ref, WorkTypePurge, drops)
 	if err := m.saveLocked(); err != nil {
 		if old == nil {
 			delete(m.caches, ref)
 		} else {
 			*cs = saved
 		}
-		for _, pp := range added {
-			delete(m.purges, pp)
-		}
+		m.dropRemovalsLocked(added)
 		m.mu.Unlock()
 		return err
 	}
@@ -250,21 +241,14 @@ func (m *Manager) Delete(ctx context.Context, namespace, name string) error {
 		return err
 	}
 	delete(m.caches, ref)
-	var added []persistedPurge
+	added := m.addRemovalsLocked(ref, WorkTypeDelete, cs.spec.Images)
 	reqs := make([]ImageWorkRequest, 0, len(cs.spec.Images))
 	for _, img := range cs.spec.Images {
-		pp := persistedPurge{Image: img, Namespace: namespace, Name: name, WorkType: WorkTypeDelete}
-		if _, ok := m.purges[pp]; !ok {
-			m.purges[pp] = struct{}{}
-			added = append(added, pp)
-		}
 		reqs = append(reqs, m.newRequest(img, WorkTypeDelete, false, ref))
 	}
 	if err := m.saveLocked(); err != nil {
 		m.caches[ref] = cs
-		for _, pp := range added {
-			delete(m.purges, pp)
-		}
+		m.dropRemovalsLocked(added)
 		m.mu.Unlock()
 		return err
 	}

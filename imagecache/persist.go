@@ -20,7 +20,7 @@ func (m *Manager) load() error {
 		m.caches[c.Ref()] = cs
 	}
 	for _, pp := range p.Purges {
-		m.purges[pp] = struct{}{}
+		m.removals[pp.removal()] = struct{}{}
 	}
 	m.loadLastStatusLocked()
 	// Resume, in the order the file lists them.
@@ -75,8 +75,8 @@ func (m *Manager) saveLocked() error {
 			Generation: cs.generation, Completed: cs.completed, PendingWorkType: cs.pendingType,
 		})
 	}
-	for pp := range m.purges {
-		p.Purges = append(p.Purges, pp)
+	for r := range m.removals {
+		p.Purges = append(p.Purges, r.persisted())
 	}
 	sort.Slice(p.Purges, func(i, j int) bool {
 		a, b := p.Purges[i], p.Purges[j]
