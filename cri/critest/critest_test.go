@@ -325,3 +325,32 @@ func TestServers(t *testing.T) {
 		t.Errorf("Listen(%d-byte path) = %v, want a path-length error", len(long), err)
 	}
 }
+
+func TestAnswerPullsWithRepoDigest(t *testing.T) {
+	f := critest.NewImageService()
+	s := dial(t, f.Serve(t))
+	ctx := context.Background()
+	f.AnswerPullsWithRepoDigest(true)
+	const d = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	for image, want := range map[string]string{
+		"reg/app:1":                           "docker.io/reg/app@" + mustDigest(t, "reg/app:1"),
+		"busybox":                             "docker.io/library/busybox@" + mustDigest(t, "busybox:latest"),
+		"quay.io/a/b:t@" + d:                  "quay.io/a/b@" + d,
+		"docker.io/reg/app:1":                 "docker.io/reg/app@" + mustDigest(t, "reg/app:1"),
+		"busybox@" + mustDigest(t, "busybox"): "docker.io/library/busybox@" + mustDigest(t, "busybox"),
+	} {
+		got, err := s.PullImage(ctx, image, nil)
+		if err != nil || got != want {
+			t.Errorf("PullImage(%q) = %q, %v; want %q", image, got, err, want)
+		}
+	}
+	// The answer names the image ImageStatus reports by its ID.
+	img, err := s.ImageStatus(ctx, "docker.io/reg/app@"+mustDigest(t, "reg/app:1"))
+	if err != nil || img == nil || img.ID != mustID(t, "reg/app:1") {
+		t.Errorf("ImageStatus of the answered digest = %+v, %v; want ID %s", img, err, mustID(t, "reg/app:1"))
+	}
+	f.AnswerPullsWithRepoDigest(false)
+	if got, err := s.PullImage(ctx, "reg/app:1", nil); err != nil || got != mustID(t, "reg/app:1") {
+		t.Errorf("PullImage after AnswerPullsWithRepoDigest(false) = %q, %v; want the ID %s", got, err, mustID(t, "reg/app:1"))
+	}
+}

@@ -25,6 +25,9 @@
 //     IDs. An image pulled or added by tag carries the repository digest
 //     name@Digest(tag), computed the same way. Size is a fixed, meaningless
 //     number.
+//   - PullImage answers with the image's ID, as containerd does, or after
+//     AnswerPullsWithRepoDigest(true) with its repository digest, as CRI-O
+//     does.
 //   - ListImages answers in ID order. RemoveImage of an absent image
 //     succeeds. ImageFsInfo answers with no filesystems.
 //   - A pull that RequireAuth covers fails, without the right username and

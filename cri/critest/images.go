@@ -74,6 +74,9 @@ type ImageService struct {
 	auth   []authRule
 	hooks  map[string][]Hook
 	calls  []Call
+	// digestRefs makes PullImage answer with a repository digest; see
+	// AnswerPullsWithRepoDigest.
+	digestRefs bool
 }
 
 // NewImageService returns a fake image service with no images, that lets
@@ -188,6 +191,18 @@ func Repository(name string) func(repository string) bool {
 		name = named.Name()
 	}
 	return func(repository string) bool { return repository == name }
+}
+
+// AnswerPullsWithRepoDigest makes every later PullImage answer, as CRI-O
+// does, with the pulled image's repository digest (name@digest: the
+// reference itself for a pull by digest, name@Digest(tag) for a pull by tag)
+// instead of its image ID. ImageStatus, ListImages and Image still report
+// the ID. By default, and after AnswerPullsWithRepoDigest(false), a pull
+// answers with the ID, as containerd does.
+func (f *ImageService) AnswerPullsWithRepoDigest(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.digestRefs = on
 }
 
 // Intercept runs h at the start of every call to method, after the calls
@@ -355,7 +370,15 @@ func (s *server) PullImage(ctx context.Context, req *runtimeapi.PullImageRequest
 	}
 	s.f.mu.Lock()
 	defer s.f.mu.Unlock()
-	return &runtimeapi.PullImageResponse{ImageRef: s.f.add(named)}, nil
+	ref := s.f.add(named)
+	if s.f.digestRefs {
+		ref, _ = Canonical(named.String())
+		if _, ok := named.(reference.Digested); !ok {
+			d, _ := Digest(ref)
+			ref = named.Name() + "@" + d
+		}
+	}
+	return &runtimeapi.PullImageResponse{ImageRef: ref}, nil
 }
 
 func (s *server) RemoveImage(ctx context.Context, req *runtimeapi.RemoveImageRequest) (*runtimeapi.RemoveImageResponse, error) {
