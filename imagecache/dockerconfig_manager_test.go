@@ -33,7 +33,7 @@ func (f *fixture) loggedManager(t *testing.T, opts ...Option) (*Manager, func() 
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(10), ktesting.BufferLogs(true)))
 	all := append([]Option{WithClock(f.clock), WithRetries(3, time.Millisecond, 5*time.Millisecond),
 		WithNode("node-1", "containerd://1.6.20")}, f.sink.options()...)
-	m, err := New(logger, f.images, f.pulls, append(all, opts...)...)
+	m, err := New(logger, f.svc, f.pulls, append(all, opts...)...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -78,9 +78,9 @@ func secretRecord(hash string) accessor.ImagePullCredentials {
 // dockerconfig_test.go), and keeps only the path in the state file.
 func TestDockerConfigPullsAndRecordsAsTheKubelet(t *testing.T) {
 	f := newFixture(t)
-	f.images.private["registry.example.com/team-a/app:1"] = "u-app:p-app"
-	f.images.private["quay.io/coreos/etcd:v3"] = "u-quay:p-quay"
-	f.images.private["ubuntu"] = "hubuser:hubpass1"
+	f.images.requireAuth("registry.example.com/team-a/app:1", "u-app:p-app")
+	f.images.requireAuth("quay.io/coreos/etcd:v3", "u-quay:p-quay")
+	f.images.requireAuth("ubuntu", "hubuser:hubpass1")
 	secretDir := filepath.Join(t.TempDir(), "volumes", "regcred")
 	mountSecret(t, secretDir, map[string]string{".dockerconfigjson": mainConfig})
 	stateDir := filepath.Join(t.TempDir(), "state")
@@ -151,7 +151,7 @@ func TestDockerConfigPullsAndRecordsAsTheKubelet(t *testing.T) {
 func TestDockerConfigRotatedSecret(t *testing.T) {
 	f := newFixture(t)
 	const img = "registry.example.com/app:1"
-	f.images.private[img] = "old:old-pass"
+	f.images.requireAuth(img, "old:old-pass")
 	secretDir := filepath.Join(t.TempDir(), "regcred")
 	mountSecret(t, secretDir, map[string]string{".dockerconfigjson": `{"auths":{"registry.example.com":{"username":"old","password":"old-pass"}}}`})
 	m := f.manager(t)
@@ -173,9 +173,7 @@ func TestDockerConfigRotatedSecret(t *testing.T) {
 	}
 
 	mountSecret(t, secretDir, map[string]string{".dockerconfigjson": `{"auths":{"registry.example.com":{"username":"new","password":"new-pass"}}}`})
-	f.images.mu.Lock()
-	f.images.private[img] = "new:new-pass"
-	f.images.mu.Unlock()
+	f.images.requireAuth(img, "new:new-pass")
 	if err := m.Refresh(ctx, "ns", "c"); err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +187,7 @@ func TestDockerConfigRotatedSecret(t *testing.T) {
 
 	// The image disappears (kubelet GC): the refresh pulls with the new
 	// credential.
-	if err := f.images.RemoveImage(ctx, img); err != nil {
+	if err := f.images.client.RemoveImage(ctx, img); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Refresh(ctx, "ns", "c"); err != nil {
@@ -292,14 +290,14 @@ func TestDockerConfigTriesMatchingEntriesInOrder(t *testing.T) {
 			wantUsers: []string{"stale"}, wantRecord: "stale:old"},
 		{name: "all refused", private: "nobody:x", wantStatus: StatusFailed, wantReason: ReasonUnauthorized,
 			wantUsers: []string{"stale", "host"}},
-		{name: "one transient failure: retried", private: "nobody:x", failures: []error{errUnavailable},
+		{name: "one transient failure: retried", private: "nobody:x", failures: []error{errRuntimeBusy},
 			wantStatus: StatusFailed, wantReason: ReasonUnauthorized, wantUsers: []string{"stale", "host", "stale", "host"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
-			f.images.private[img] = tc.private
-			f.images.failures[img] = tc.failures
+			f.images.requireAuth(img, tc.private)
+			f.images.fail(img, tc.failures...)
 			dir := filepath.Join(t.TempDir(), "regcred")
 			mountSecret(t, dir, map[string]string{".dockerconfigjson": config})
 			m := f.manager(t)
@@ -440,8 +438,8 @@ func TestStateFileCredentials(t *testing.T) {
 	assertNoSecretMaterial(t, "the state file", string(data))
 
 	f2 := newFixture(t)
-	f2.images.private["quay.io/coreos/etcd:v3"] = "u-quay:p-quay"
-	f2.images.private["reg/a:1"] = "alice:s3cret"
+	f2.images.requireAuth("quay.io/coreos/etcd:v3", "u-quay:p-quay")
+	f2.images.requireAuth("reg/a:1", "alice:s3cret")
 	m2 := f2.manager(t, WithStateDir(dir))
 	run(t, m2)
 	got := map[string]ImageWorkStatus{}

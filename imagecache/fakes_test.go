@@ -2,19 +2,29 @@ package imagecache
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/distribution/reference"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/pullrecords/pullrecords/cri"
+	"github.com/pullrecords/pullrecords/cri/critest"
 	"github.com/pullrecords/pullrecords/pullmanager"
 )
 
+// imageID is the ID the fake runtime gives image when it is pulled or
+// added (critest.ImageID).
 func imageID(image string) string {
-	sum := sha256.Sum256([]byte(image))
-	return "sha256:" + hex.EncodeToString(sum[:])
+	id, err := critest.ImageID(image)
+	if err != nil {
+		panic(err)
+	}
+	return id
 }
 
 type pullCall struct {
@@ -22,142 +32,148 @@ type pullCall struct {
 	User  string
 }
 
-// fakeImages is an in-memory image service: exact tag lookup, optional
-// registry auth per image, scripted failures and blocking pulls.
-type fakeImages struct {
+// fakeRuntime is the container runtime of the tests: critest's fake CRI
+// image service, a real gRPC server on a unix socket, and client, the real
+// cri client dialled to it, which is the image service the managers are
+// given. Required credentials are critest's RequireAuth; scripted failures,
+// blocking and gated pulls are PullImage hooks (critest's Intercept).
+type fakeRuntime struct {
+	*critest.ImageService
+	client *cri.ImageService
+
 	mu       sync.Mutex
-	images   map[string]string // reference or ID -> ID
-	private  map[string]string // image -> "user:password"
-	failures map[string][]error
+	creds    map[string]string  // repository -> the "user:password" a pull needs now
+	failures map[string][]error // image -> the answers of its next pulls
 	blocking map[string]bool
 	gates    map[string]chan struct{} // a pull of the image waits until closed
-	inflight map[string]int
-	maxSame  int // most concurrent pulls of one image seen
-	pulls    []pullCall
-	removes  []string
-	started  chan string
-	// digestRefs makes PullImage return a repo digest, as CRI-O does,
-	// instead of the image ID that ImageStatus reports.
-	digestRefs bool
+	// started receives the image of every pull as it reaches the runtime.
+	started chan string
 }
 
-func newFakeImages() *fakeImages {
-	return &fakeImages{images: map[string]string{}, private: map[string]string{}, failures: map[string][]error{},
-		blocking: map[string]bool{}, gates: map[string]chan struct{}{}, inflight: map[string]int{}, started: make(chan string, 100)}
-}
-
-func (f *fakeImages) preload(images ...string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, img := range images {
-		f.images[img] = imageID(img)
-		f.images[imageID(img)] = imageID(img)
-	}
-}
-
-// pulled makes image present after a pull: a name the runtime already
-// resolves keeps its image (the content behind the name did not change),
-// another name gets an image of its own.
-func (f *fakeImages) pulled(image string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	id, ok := f.images[image]
-	if !ok {
-		id = imageID(image)
-		f.images[image] = id
-	}
-	f.images[id] = id
-}
-
-func (f *fakeImages) has(image string) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	_, ok := f.images[image]
-	return ok
-}
-
-func (f *fakeImages) pullCalls() []pullCall {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]pullCall(nil), f.pulls...)
-}
-
-func (f *fakeImages) ImageStatus(ctx context.Context, image string) (*pullmanager.Image, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	id, ok := f.images[image]
-	if !ok {
-		return nil, nil
-	}
-	return &pullmanager.Image{ID: id, RepoTags: []string{image}}, nil
-}
-
-func (f *fakeImages) PullImage(ctx context.Context, image string, auth *pullmanager.AuthConfig) (string, error) {
-	f.mu.Lock()
-	user := ""
-	if auth != nil {
-		user = auth.Username
-	}
-	f.pulls = append(f.pulls, pullCall{image, user})
-	block := f.blocking[image]
-	var err error
-	if errs := f.failures[image]; len(errs) > 0 {
-		err, f.failures[image] = errs[0], errs[1:]
-	}
-	want := f.private[image]
-	gate := f.gates[image]
-	f.inflight[image]++
-	f.maxSame = max(f.maxSame, f.inflight[image])
-	f.mu.Unlock()
-	defer func() {
-		f.mu.Lock()
-		f.inflight[image]--
-		f.mu.Unlock()
-	}()
-	f.started <- image
-	if gate != nil {
-		<-gate
-	}
-	if block {
-		<-ctx.Done()
-		// A bare context error: classified through its Timeout method.
-		return "", fmt.Errorf("pulling %s: %w", image, ctx.Err())
-	}
+func newFakeRuntime(t *testing.T) *fakeRuntime {
+	t.Helper()
+	f := &fakeRuntime{ImageService: critest.NewImageService(), creds: map[string]string{}, failures: map[string][]error{},
+		blocking: map[string]bool{}, gates: map[string]chan struct{}{}, started: make(chan string, 100)}
+	f.Intercept(critest.PullImage, f.pullHook)
+	client, err := cri.Dial(context.Background(), f.Serve(t))
 	if err != nil {
-		return "", err
+		t.Fatalf("cri.Dial: %v", err)
 	}
-	if want != "" && (auth == nil || auth.Username+":"+auth.Password != want) {
-		return "", &serviceError{msg: "pulling failed: 401 Unauthorized", unauthorized: true}
-	}
-	f.pulled(image)
-	if f.digestRefs {
-		return image + "@sha256:0123456789abcdef", nil
-	}
-	return imageID(image), nil
+	t.Cleanup(func() { _ = client.Close() })
+	f.client = client
+	return f
 }
 
-// alias makes name another reference to the image target resolves to.
-func (f *fakeImages) alias(name, target string) {
+// pullHook runs at the start of every PullImage the runtime receives.
+func (f *fakeRuntime) pullHook(ctx context.Context, c critest.Call) error {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.images[name] = f.images[target]
-}
-
-func (f *fakeImages) RemoveImage(ctx context.Context, image string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.removes = append(f.removes, image)
-	id, ok := f.images[image]
-	if !ok {
-		return nil
+	block := f.blocking[c.Image]
+	var err error
+	if errs := f.failures[c.Image]; len(errs) > 0 {
+		err, f.failures[c.Image] = errs[0], errs[1:]
 	}
-	for k, v := range f.images {
-		if v == id {
-			delete(f.images, k)
+	gate := f.gates[c.Image]
+	f.mu.Unlock()
+	f.started <- c.Image
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
 		}
 	}
-	return nil
+	if block {
+		return critest.Block(ctx, c)
+	}
+	return err
 }
+
+// preload makes images present, as if pulled before the manager started.
+func (f *fakeRuntime) preload(images ...string) {
+	for _, img := range images {
+		if _, err := f.AddImage(img); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// requireAuth makes a pull of image's repository need userPass
+// ("user:password"), from now on instead of what it needed before.
+func (f *fakeRuntime) requireAuth(image, userPass string) {
+	named, err := reference.ParseNormalizedNamed(image)
+	if err != nil {
+		panic(err)
+	}
+	repo := named.Name()
+	user, pass, _ := strings.Cut(userPass, ":")
+	f.mu.Lock()
+	f.creds[repo] = userPass
+	f.mu.Unlock()
+	f.RequireAuth(func(r string) bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return r == repo && f.creds[repo] == userPass
+	}, user, pass)
+}
+
+// fail makes the next pulls of image answer errs, one each; give them a
+// gRPC status to choose the code the client sees.
+func (f *fakeRuntime) fail(image string, errs ...error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failures[image] = errs
+}
+
+// block makes the pulls of image that start from now on hang until their
+// context ends (on) or not.
+func (f *fakeRuntime) block(image string, on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.blocking[image] = on
+}
+
+// gate makes the pulls of image wait until gate is closed.
+func (f *fakeRuntime) gate(image string, gate chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gates[image] = gate
+}
+
+func (f *fakeRuntime) has(image string) bool { return f.Image(image) != nil }
+
+// pullCalls returns the pulls the runtime received: the image as the
+// client sent it, and the username, if any.
+func (f *fakeRuntime) pullCalls() []pullCall {
+	var out []pullCall
+	for _, c := range f.Calls() {
+		if c.Method == critest.PullImage {
+			out = append(out, pullCall{c.Image, c.Auth.GetUsername()})
+		}
+	}
+	return out
+}
+
+// selfClassified is an image service whose own client classifies its pull
+// errors, as a runtime shim's may: each comes back as a copy of as carrying
+// the runtime's message. It carries the one classification a gRPC code
+// cannot (cri calls every DeadlineExceeded transient): a timeout the service
+// calls permanent.
+type selfClassified struct {
+	ImageService
+	as serviceError
+}
+
+func (s selfClassified) PullImage(ctx context.Context, image string, auth *pullmanager.AuthConfig) (string, error) {
+	ref, err := s.ImageService.PullImage(ctx, image, auth)
+	if err != nil {
+		e := s.as
+		e.msg = err.Error()
+		return "", &e
+	}
+	return ref, nil
+}
+
+// errRuntimeBusy is the fake runtime's answer for "try again later".
+var errRuntimeBusy = status.Error(codes.Unavailable, "runtime busy")
 
 // serviceError is an image service error that classifies itself the way
 // the manager reads it (see IsTransient).

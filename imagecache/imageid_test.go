@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/pullrecords/pullrecords/cri/critest"
 	"github.com/pullrecords/pullrecords/pullmanager"
 )
 
@@ -13,7 +14,7 @@ import (
 // image looking preloaded (kubernetes#137024).
 func TestPullRecordedUnderImageID(t *testing.T) {
 	f := newFixture(t)
-	f.images.digestRefs = true
+	f.images.AnswerPullsWithRepoDigest(true)
 	m := f.manager(t)
 	run(t, m)
 	if err := m.Apply(context.Background(), ImageCache{Namespace: "ns", Name: "c", Images: []string{"reg/app:1"}, PullSecret: aliceSecret}); err != nil {
@@ -27,7 +28,7 @@ func TestPullRecordedUnderImageID(t *testing.T) {
 		recs, _ := f.store.ListImagePulledRecords()
 		t.Errorf("no record under the image ID; records: %+v", recs)
 	}
-	if f.mapping(t, "reg/app:1@sha256:0123456789abcdef") != nil {
+	if f.mapping(t, "docker.io/reg/app@"+mustDigest(t, "reg/app:1")) != nil {
 		t.Error("recorded under the reference the pull returned")
 	}
 }
@@ -44,7 +45,8 @@ func TestPurgeKeepsImageListedUnderAnotherName(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.sink.wait(t)
-	f.images.alias("docker.io/library/busybox:latest", "busybox")
+	// The runtime resolves both names to one image (critest canonicalises
+	// them).
 	if err := m.Apply(ctx, ImageCache{Namespace: "ns", Name: "b", Images: []string{"docker.io/library/busybox:latest"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -59,6 +61,15 @@ func TestPurgeKeepsImageListedUnderAnotherName(t *testing.T) {
 	if !f.images.has("docker.io/library/busybox:latest") {
 		t.Error("the other cache's image was removed")
 	}
+}
+
+func mustDigest(t *testing.T, image string) string {
+	t.Helper()
+	d, err := critest.Digest(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // The real pull manager prunes purged images' records.

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // TestLastStatusRoundTrip: what the status handler receives when a batch
@@ -17,8 +19,8 @@ import (
 func TestLastStatusRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	f := newFixture(t)
-	f.images.private["reg/private:1"] = "alice:s3cret"
-	f.images.failures["reg/gone:1"] = []error{&serviceError{msg: "pulling failed: not found"}}
+	f.images.requireAuth("reg/private:1", "alice:s3cret")
+	f.images.fail("reg/gone:1", status.Error(codes.NotFound, "pulling failed: not found"))
 	m := f.manager(t, WithStateDir(dir))
 	ctx := context.Background()
 	if err := m.Apply(ctx, ImageCache{Namespace: "team-a", Name: "private", Images: []string{"reg/private:1"}, PullSecret: aliceSecret}); err != nil {

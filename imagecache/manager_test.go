@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	fakeclock "k8s.io/utils/clock/testing"
@@ -27,12 +28,14 @@ import (
 
 var t0 = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 
-// fixture is an in-process manager's surroundings: the in-memory image
-// service, and the real pull manager (NeverVerifyPreloadedImages, the
+// fixture is an in-process manager's surroundings: the fake runtime, served
+// over gRPC and reached through the cri client (svc, unless a test puts
+// another image service in front of it), and the real pull manager (NeverVerifyPreloadedImages, the
 // kubelet's default policy) over an in-memory store. The pull manager sees
 // the store through records, which logs its calls and can fail them.
 type fixture struct {
-	images  *fakeImages
+	images  *fakeRuntime
+	svc     ImageService
 	store   *memstore.Store
 	records *accessortest.FaultyAccessor
 	pulls   *pullmanager.PullManager
@@ -42,7 +45,8 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{images: newFakeImages(), store: memstore.New(), sink: newSink(), clock: fakeclock.NewFakeClock(t0)}
+	f := &fixture{images: newFakeRuntime(t), store: memstore.New(), sink: newSink(), clock: fakeclock.NewFakeClock(t0)}
+	f.svc = f.images.client
 	f.records = accessortest.Faulty(f.store)
 	policy, err := pullmanager.NewImagePullCredentialVerificationPolicy(pullmanager.NeverVerifyPreloadedImages, nil)
 	if err != nil {
@@ -123,7 +127,7 @@ func (f *fixture) manager(t *testing.T, opts ...Option) *Manager {
 	logger, _ := ktesting.NewTestContext(t)
 	all := append([]Option{WithClock(f.clock), WithRetries(3, time.Millisecond, 5*time.Millisecond),
 		WithNode("node-1", "containerd://1.6.20")}, f.sink.options()...)
-	m, err := New(logger, f.images, f.pulls, append(all, opts...)...)
+	m, err := New(logger, f.svc, f.pulls, append(all, opts...)...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -155,7 +159,7 @@ func TestCredentialHashIsTheKubelets(t *testing.T) {
 
 func TestApplyPullsAndRecordsCredentials(t *testing.T) {
 	f := newFixture(t)
-	f.images.private["reg/private:v1"] = "alice:s3cret"
+	f.images.requireAuth("reg/private:v1", "alice:s3cret")
 	m := f.manager(t)
 	run(t, m)
 	ctx := context.Background()
@@ -263,13 +267,14 @@ func TestFailuresAndRetries(t *testing.T) {
 		failures     []error
 		private      bool
 		block        bool
+		classifyAs   *serviceError // the service's own client classifies its errors (selfClassified)
 		wantStatus   ImageWorkStatus
 		wantReason   string
 		wantAttempts int
 	}{
-		{name: "transient then success", failures: []error{errUnavailable, errUnavailable},
+		{name: "transient then success", failures: []error{errRuntimeBusy, errRuntimeBusy},
 			wantStatus: StatusSucceeded, wantReason: ReasonPulled, wantAttempts: 3},
-		{name: "transient until out of attempts", failures: []error{errUnavailable, errUnavailable, errUnavailable, errUnavailable},
+		{name: "transient until out of attempts", failures: []error{errRuntimeBusy, errRuntimeBusy, errRuntimeBusy, errRuntimeBusy},
 			wantStatus: StatusFailed, wantReason: ReasonPullFailed, wantAttempts: 3},
 		{name: "registry refuses: permanent", private: true,
 			wantStatus: StatusFailed, wantReason: ReasonUnauthorized, wantAttempts: 1},
@@ -277,18 +282,21 @@ func TestFailuresAndRetries(t *testing.T) {
 			wantStatus: StatusFailed, wantReason: ReasonPullFailed, wantAttempts: 1},
 		{name: "deadline per request, retried", block: true,
 			wantStatus: StatusFailed, wantReason: ReasonTimeout, wantAttempts: 3},
-		{name: "service timeout it calls permanent", failures: []error{&serviceError{msg: "slow", timeout: true}},
+		{name: "service timeout it calls permanent", failures: []error{status.Error(codes.Unknown, "slow")}, classifyAs: &serviceError{timeout: true},
 			wantStatus: StatusFailed, wantReason: ReasonTimeout, wantAttempts: 1},
-		{name: "unauthorized wins over transient", failures: []error{fmt.Errorf("pull: %w", &serviceError{msg: "403", unauthorized: true, transient: true})},
+		{name: "unauthorized wins over transient", failures: []error{status.Error(codes.Unavailable, "pull: 403 Forbidden")},
 			wantStatus: StatusFailed, wantReason: ReasonUnauthorized, wantAttempts: 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
-			f.images.failures["reg/app:1"] = tc.failures
-			f.images.blocking["reg/app:1"] = tc.block
+			f.images.fail("reg/app:1", tc.failures...)
+			f.images.block("reg/app:1", tc.block)
 			if tc.private {
-				f.images.private["reg/app:1"] = "x:y"
+				f.images.requireAuth("reg/app:1", "x:y")
+			}
+			if tc.classifyAs != nil {
+				f.svc = selfClassified{f.svc, *tc.classifyAs}
 			}
 			m := f.manager(t, WithRequestTimeout(20*time.Millisecond))
 			run(t, m)
@@ -313,7 +321,7 @@ func TestFailuresAndRetries(t *testing.T) {
 
 func TestDedupeInFlight(t *testing.T) {
 	f := newFixture(t)
-	f.images.private["reg/shared:1"] = "alice:s3cret"
+	f.images.requireAuth("reg/shared:1", "alice:s3cret")
 	bobSameContent := &PullSecret{Namespace: "tenant-b", Name: "other", UID: "uid-b", Username: "alice", Password: "s3cret"}
 	m := f.manager(t)
 	ctx := context.Background()
@@ -366,7 +374,7 @@ func TestDedupeInFlight(t *testing.T) {
 func TestRequestsJoinAnInFlightImage(t *testing.T) {
 	f := newFixture(t)
 	gate := make(chan struct{})
-	f.images.gates["reg/x:1"] = gate
+	f.images.gate("reg/x:1", gate)
 	m := f.manager(t, WithWorkers(4))
 	run(t, m)
 	ctx := context.Background()
@@ -392,10 +400,9 @@ func TestRequestsJoinAnInFlightImage(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("results (-want +got):\n%s", diff)
 	}
-	f.images.mu.Lock()
-	defer f.images.mu.Unlock()
-	if len(f.images.pulls) != 1 || f.images.maxSame != 1 {
-		t.Errorf("pulls = %v, most concurrent pulls of one image = %d; want 1 and 1", f.images.pulls, f.images.maxSame)
+	// One pull in all: no two pulls of the image ran at once.
+	if pulls := f.images.pullCalls(); len(pulls) != 1 {
+		t.Errorf("pulls = %v, want 1", pulls)
 	}
 }
 
@@ -542,7 +549,7 @@ func refs(cs []ImageCache) []string {
 
 func TestShutdownGivesEveryRequestAResult(t *testing.T) {
 	f := newFixture(t)
-	f.images.blocking["reg/a:1"] = true
+	f.images.block("reg/a:1", true)
 	m := f.manager(t, WithWorkers(1))
 	stop := run(t, m)
 	if err := m.Apply(context.Background(), ImageCache{Namespace: "ns", Name: "c", Images: []string{"reg/a:1", "reg/b:1", "reg/c:1"}}); err != nil {
@@ -576,7 +583,7 @@ func TestShutdownGivesEveryRequestAResult(t *testing.T) {
 func TestRestartResumes(t *testing.T) {
 	dir := t.TempDir()
 	f := newFixture(t)
-	f.images.blocking["reg/b:1"] = true
+	f.images.block("reg/b:1", true)
 	m1 := f.manager(t, WithWorkers(1), WithStateDir(dir))
 	stop := run(t, m1)
 	ctx := context.Background()
@@ -619,9 +626,7 @@ func TestRestartResumes(t *testing.T) {
 	}
 
 	// The "runtime" comes back; a new manager on the same dir resumes.
-	f.images.mu.Lock()
-	f.images.blocking["reg/b:1"] = false
-	f.images.mu.Unlock()
+	f.images.block("reg/b:1", false)
 	f2 := f.restarted()
 	m2 := f2.manager(t, WithWorkers(1), WithStateDir(dir))
 	if diff := cmp.Diff([]string{"ns/c"}, refs(m2.Caches())); diff != "" {
@@ -671,7 +676,8 @@ func TestCorruptState(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, stateTmpPrefix+"123"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := New(klog.Background(), newFakeImages(), newFixture(t).pulls, WithStateDir(dir))
+	f := newFixture(t)
+	_, err := New(klog.Background(), f.svc, f.pulls, WithStateDir(dir))
 	if !errors.Is(err, ErrState) {
 		t.Errorf("New on corrupt state = %v, want ErrState", err)
 	}
@@ -717,7 +723,7 @@ func TestPeriodicAndManualRefresh(t *testing.T) {
 	f.sink.wait(t)
 
 	// The image disappears (kubelet GC); the periodic refresh brings it back.
-	if err := f.images.RemoveImage(ctx, "reg/a:1"); err != nil {
+	if err := f.images.client.RemoveImage(ctx, "reg/a:1"); err != nil {
 		t.Fatal(err)
 	}
 	// Wait for the refresh loop's ticker; fail rather than hang if it never
@@ -746,7 +752,7 @@ func TestPeriodicAndManualRefresh(t *testing.T) {
 
 func TestMetrics(t *testing.T) {
 	f := newFixture(t)
-	f.images.private["reg/p:1"] = "u:p"
+	f.images.requireAuth("reg/p:1", "u:p")
 	m := f.manager(t)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(m.Collectors()...)

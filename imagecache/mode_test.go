@@ -19,7 +19,7 @@ func (f *fixture) standalone(t *testing.T, opts ...Option) *Manager {
 	logger, _ := ktesting.NewTestContext(t)
 	all := append([]Option{WithClock(f.clock), WithRetries(3, time.Millisecond, 5*time.Millisecond),
 		WithNode("node-1", "containerd://1.6.20")}, f.sink.options()...)
-	m, err := NewStandalone(logger, f.images, append(all, opts...)...)
+	m, err := NewStandalone(logger, f.svc, append(all, opts...)...)
 	if err != nil {
 		t.Fatalf("NewStandalone: %v", err)
 	}
@@ -37,7 +37,7 @@ func TestModes(t *testing.T) {
 	// An in-process manager needs its pull manager; nil is not a way to
 	// get a standalone one by accident.
 	logger, _ := ktesting.NewTestContext(t)
-	if _, err := New(logger, f.images, nil); !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "NewStandalone") {
+	if _, err := New(logger, f.svc, nil); !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "NewStandalone") {
 		t.Errorf("New with a nil pull manager: %v, want ErrInvalidOption pointing to NewStandalone", err)
 	}
 	if _, err := NewStandalone(logger, nil); !errors.Is(err, ErrInvalidOption) {
@@ -122,7 +122,7 @@ func TestStandalonePullsAnonymouslyAndRecordsNothing(t *testing.T) {
 func TestStandaloneFailsPrivateCacheFromState(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	f := newFixture(t)
-	f.images.private["reg/private:v1"] = "alice:s3cret"
+	f.images.requireAuth("reg/private:v1", "alice:s3cret")
 	inProc := f.manager(t, WithStateDir(dir))
 	ctx := context.Background()
 	if err := inProc.Apply(ctx, ImageCache{Namespace: "tenant-a", Name: "warm", Images: []string{"reg/private:v1"}, PullSecret: aliceSecret}); err != nil {
@@ -134,7 +134,7 @@ func TestStandaloneFailsPrivateCacheFromState(t *testing.T) {
 	// inProc never runs: both batches are left pending in the state dir.
 
 	g := newFixture(t)
-	g.images = f.images
+	g.images, g.svc = f.images, f.svc
 	m := g.standalone(t, WithStateDir(dir))
 	if n := len(m.Caches()); n != 2 {
 		t.Fatalf("standalone manager loaded %d caches, want 2", n)

@@ -34,8 +34,8 @@ func TestInvalidOptions(t *testing.T) {
 			f := newFixture(t)
 			logger, _ := ktesting.NewTestContext(t)
 			for ctor, err := range map[string]error{
-				"New":           second(New(logger, f.images, f.pulls, tc.opt)),
-				"NewStandalone": second(NewStandalone(logger, f.images, tc.opt)),
+				"New":           second(New(logger, f.svc, f.pulls, tc.opt)),
+				"NewStandalone": second(NewStandalone(logger, f.svc, tc.opt)),
 			} {
 				if !errors.Is(err, ErrInvalidOption) {
 					t.Errorf("%s = %v; want ErrInvalidOption", ctor, err)
@@ -63,10 +63,10 @@ func TestValidOptions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			logger, _ := ktesting.NewTestContext(t)
-			if _, err := New(logger, f.images, f.pulls, append([]Option{WithClock(f.clock)}, tc.opts...)...); err != nil {
+			if _, err := New(logger, f.svc, f.pulls, append([]Option{WithClock(f.clock)}, tc.opts...)...); err != nil {
 				t.Errorf("New: %v", err)
 			}
-			if _, err := NewStandalone(logger, f.images, append([]Option{WithClock(f.clock)}, tc.opts...)...); err != nil {
+			if _, err := NewStandalone(logger, f.svc, append([]Option{WithClock(f.clock)}, tc.opts...)...); err != nil {
 				t.Errorf("NewStandalone: %v", err)
 			}
 		})

@@ -69,7 +69,7 @@ func TestUnreadableRecordPullsToVerify(t *testing.T) {
 	f := newFixture(t)
 	const img = "reg/app:1"
 	f.images.preload(img)
-	f.images.private[img] = "alice:s3cret"
+	f.images.requireAuth(img, "alice:s3cret")
 	alice := accessor.ImagePullCredentials{KubernetesSecrets: []accessor.ImagePullSecret{
 		{UID: "uid-a", Namespace: "tenant-a", Name: "regcred", CredentialHash: credentialHash(aliceSecret)}}}
 	f.seed(t, img, alice)
