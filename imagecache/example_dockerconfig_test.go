@@ -47,7 +47,8 @@ func ExamplePullSecret_dockerConfigPath() {
 		panic(err)
 	}
 
-	runtime := newNodeRuntime() // stands in for *cri.ImageService
+	_, runtime, stop := startRuntime() // the node's container runtime
+	defer stop()
 	records := memstore.New()
 	policy, err := pullmanager.NewImagePullCredentialVerificationPolicy(pullmanager.NeverVerifyPreloadedImages, nil)
 	if err != nil {

@@ -29,7 +29,8 @@ func ExampleNew_inProcess() {
 		panic(err)
 	}
 	defer os.RemoveAll(kubeletDir)
-	runtime := newNodeRuntime() // stands in for *cri.ImageService
+	_, runtime, stop := startRuntime() // the node's container runtime
+	defer stop()
 
 	// The one writer of <kubeletDir>/image_manager: holds the lock until Close.
 	store, err := fsstore.New(logger, kubeletDir)
@@ -105,7 +106,9 @@ func ExampleNew_inProcess() {
 // A standalone manager (for a process beside a kubelet it does not control)
 // records nothing and refuses a cache with a pull secret.
 func ExampleNewStandalone() {
-	m, err := imagecache.NewStandalone(klog.Background(), newNodeRuntime())
+	_, runtime, stop := startRuntime()
+	defer stop()
+	m, err := imagecache.NewStandalone(klog.Background(), runtime)
 	if err != nil {
 		panic(err)
 	}

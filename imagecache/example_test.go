@@ -3,46 +3,45 @@ package imagecache_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 
 	"k8s.io/klog/v2"
 
 	"github.com/pullrecords/pullrecords/accessor"
+	"github.com/pullrecords/pullrecords/cri"
+	"github.com/pullrecords/pullrecords/cri/critest"
 	"github.com/pullrecords/pullrecords/imagecache"
 	"github.com/pullrecords/pullrecords/memstore"
 	"github.com/pullrecords/pullrecords/pullmanager"
 )
 
-// memImages stands in for *cri.ImageService.
-type memImages struct {
-	mu     sync.Mutex
-	images map[string]string
-}
-
-func (m *memImages) ImageStatus(_ context.Context, image string) (*pullmanager.Image, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if id, ok := m.images[image]; ok {
-		return &pullmanager.Image{ID: id}, nil
+// startRuntime starts a fake container runtime, critest's CRI image service
+// served over gRPC on a unix socket, and dials it with the cri client: the
+// *cri.ImageService a node's image cache and pull manager are given. stop
+// closes the client and the server. Examples have no testing.T, so the
+// socket is made with critest.Listen in a directory of their own.
+func startRuntime() (fake *critest.ImageService, client *cri.ImageService, stop func()) {
+	dir, err := os.MkdirTemp("", "critest")
+	if err != nil {
+		panic(err)
 	}
-	return nil, nil
-}
-
-func (m *memImages) PullImage(_ context.Context, image string, _ *pullmanager.AuthConfig) (string, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	id := "sha256:" + fmt.Sprint(len(m.images)+1)
-	m.images[image] = id
-	return id, nil
-}
-
-func (m *memImages) RemoveImage(_ context.Context, image string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.images, image)
-	return nil
+	fake = critest.NewImageService()
+	srv, err := critest.Listen(filepath.Join(dir, "cri.sock"), fake.Register)
+	if err != nil {
+		panic(err)
+	}
+	client, err = cri.Dial(context.Background(), srv.Endpoint())
+	if err != nil {
+		panic(err)
+	}
+	return fake, client, func() {
+		_ = client.Close()
+		srv.Stop()
+		_ = os.RemoveAll(dir)
+	}
 }
 
 func Example() {
@@ -59,8 +58,11 @@ func Example() {
 		panic(err)
 	}
 
+	_, runtime, stop := startRuntime() // the node's container runtime
+	defer stop()
+
 	done := make(chan imagecache.CacheStatus, 1)
-	m, err := imagecache.New(klog.Background(), &memImages{images: map[string]string{}}, pulls,
+	m, err := imagecache.New(klog.Background(), runtime, pulls,
 		imagecache.WithWorkers(1),
 		imagecache.WithStatusHandler(func(s imagecache.CacheStatus) { done <- s }),
 	)
@@ -88,18 +90,19 @@ func Example() {
 	cancel()
 	<-stopped
 
-	// What the pull manager recorded: each image for the secret only.
+	// What the pull manager recorded: each image, under its image ID (shown
+	// shortened), for the secret only.
 	recs, _ := records.ListImagePulledRecords()
 	slices.SortFunc(recs, func(a, b *accessor.ImagePulledRecord) int { return strings.Compare(a.ImageRef, b.ImageRef) })
 	for _, r := range recs {
 		for name, c := range r.CredentialMapping {
-			fmt.Printf("recorded %s as %s, node-wide=%t secrets=%d\n", name, r.ImageRef, c.NodePodsAccessible, len(c.KubernetesSecrets))
+			fmt.Printf("recorded %s as %.19s, node-wide=%t secrets=%d\n", name, r.ImageRef, c.NodePodsAccessible, len(c.KubernetesSecrets))
 		}
 	}
 	// Output:
 	// tenant-a/warm create: 2 succeeded, complete=true
 	// registry.example/app:1 succeeded Pulled
 	// registry.example/db:2 succeeded Pulled
-	// recorded registry.example/app as sha256:1, node-wide=false secrets=1
-	// recorded registry.example/db as sha256:2, node-wide=false secrets=1
+	// recorded registry.example/db as sha256:46a2f60766b5, node-wide=false secrets=1
+	// recorded registry.example/app as sha256:ec7d0b60784c, node-wide=false secrets=1
 }

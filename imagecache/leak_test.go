@@ -3,70 +3,18 @@ package imagecache_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/pullrecords/pullrecords/accessor"
+	"github.com/pullrecords/pullrecords/cri"
+	"github.com/pullrecords/pullrecords/cri/critest"
 	"github.com/pullrecords/pullrecords/fsstore"
 	"github.com/pullrecords/pullrecords/imagecache"
 	"github.com/pullrecords/pullrecords/memstore"
 	"github.com/pullrecords/pullrecords/pullmanager"
 )
-
-// nodeRuntime is one node's container runtime, shared by the kubelet and the
-// other process: an image service and an image lister.
-type nodeRuntime struct {
-	mu     sync.Mutex
-	images map[string]string // reference -> image ID
-	auths  []*pullmanager.AuthConfig
-}
-
-func newNodeRuntime() *nodeRuntime { return &nodeRuntime{images: map[string]string{}} }
-
-func (r *nodeRuntime) ImageStatus(_ context.Context, image string) (*pullmanager.Image, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if id, ok := r.images[image]; ok {
-		return &pullmanager.Image{ID: id, RepoTags: []string{image}}, nil
-	}
-	for _, id := range r.images {
-		if id == image {
-			return &pullmanager.Image{ID: id}, nil
-		}
-	}
-	return nil, nil
-}
-
-func (r *nodeRuntime) PullImage(_ context.Context, image string, auth *pullmanager.AuthConfig) (string, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.auths = append(r.auths, auth)
-	id := "sha256:" + map[string]string{
-		"registry.example/tenant-a/app:1": "aaaa000000000000000000000000000000000000000000000000000000000001",
-		"registry.example/public/tool:2":  "bbbb000000000000000000000000000000000000000000000000000000000002",
-	}[image]
-	r.images[image] = id
-	return id, nil
-}
-
-func (r *nodeRuntime) RemoveImage(_ context.Context, image string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.images, image)
-	return nil
-}
-
-func (r *nodeRuntime) ListImages(context.Context) ([]pullmanager.Image, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []pullmanager.Image
-	for ref, id := range r.images {
-		out = append(out, pullmanager.Image{ID: id, RepoTags: []string{ref}})
-	}
-	return out, nil
-}
 
 // stockKubelet models a running stock kubelet's view of the records: the
 // pull manager over a cache that listed the directory once at start-up and
@@ -78,7 +26,7 @@ type stockKubelet struct {
 	pulls *pullmanager.PullManager
 }
 
-func startStockKubelet(t *testing.T, ctx context.Context, dir string, rt *nodeRuntime) *stockKubelet {
+func startStockKubelet(t *testing.T, ctx context.Context, dir string, rt *cri.ImageService) *stockKubelet {
 	t.Helper()
 	logger, _ := ktesting.NewTestContext(t)
 	store, err := fsstore.New(logger, dir, fsstore.WithReadOnly())
@@ -122,7 +70,14 @@ func TestCRIDirectPrivatePullBesideStockKubeletLeaks(t *testing.T) {
 	ctx := context.Background()
 	logger, _ := ktesting.NewTestContext(t)
 	dir := t.TempDir()
-	rt := newNodeRuntime()
+	// One node's container runtime, shared by the kubelet and the other
+	// process: critest's fake, through the cri client.
+	fake := critest.NewImageService()
+	rt, err := cri.Dial(ctx, fake.Serve(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Close() })
 	const image = "registry.example/tenant-a/app:1"
 
 	// The directory exists (the kubelet ran before); the kubelet starts.
@@ -165,7 +120,7 @@ func TestCRIDirectPrivatePullBesideStockKubeletLeaks(t *testing.T) {
 	if st := <-done; st.Counts[imagecache.StatusSucceeded] != 1 {
 		t.Fatalf("private pull: %+v", st.Results)
 	}
-	imageRef := rt.images[image]
+	imageRef := fake.Image(image).GetId()
 
 	// The record is on disk, for tenant A's secret only.
 	rec, ok, err := other.GetImagePulledRecord(imageRef)
