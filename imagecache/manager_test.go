@@ -28,9 +28,10 @@ import (
 
 var t0 = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 
-// fixture is an in-process manager's surroundings: the fake runtime, served
-// over gRPC and reached through the cri client (svc, unless a test puts
-// another image service in front of it), and the real pull manager (NeverVerifyPreloadedImages, the
+// fixture is an in-process manager's surroundings: the fake runtime
+// (critest's gRPC fake), the image service the managers are given (svc: the
+// real cri client dialled to it, unless a test puts another image service in
+// front of that), and the real pull manager (NeverVerifyPreloadedImages, the
 // kubelet's default policy) over an in-memory store. The pull manager sees
 // the store through records, which logs its calls and can fail them.
 type fixture struct {
