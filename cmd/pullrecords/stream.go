@@ -138,23 +138,7 @@ func (t *streamTable) writeRow(r []string) {
 		cells[i] = fitCellASCII(c, t.ws[i], t.cols[i].fit)
 		height = max(height, len(cells[i]))
 	}
-	for l := range height {
-		last := len(r) - 1
-		for last > 0 && (l >= len(cells[last]) || cells[last][l] == "") {
-			last--
-		}
-		for i := 0; i <= last; i++ {
-			c := ""
-			if l < len(cells[i]) {
-				c = cells[i][l]
-			}
-			t.w.WriteString(c)
-			if i < last {
-				pad(t.w, max(0, t.ws[i]-width(c))+colGap)
-			}
-		}
-		t.w.WriteByte('\n')
-	}
+	writeRowLines(t.w, cells, height, t.ws, width)
 }
 
 // The helpers below give what esc's check, shortHex, runes and fitCell give,
@@ -233,7 +217,7 @@ func fitCellASCII(s string, w int, f fit) []string {
 const spaces = "                                                                "
 
 // pad writes n spaces.
-func pad(w *bufio.Writer, n int) {
+func pad(w io.StringWriter, n int) {
 	for n > len(spaces) {
 		w.WriteString(spaces)
 		n -= len(spaces)

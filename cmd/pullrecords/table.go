@@ -167,7 +167,7 @@ func (t *table) lines(width int, headers bool) []string {
 		}
 		narrow(t.cols, ws, narrowest, width)
 	}
-	var out []string
+	var b strings.Builder
 	for _, r := range rows {
 		cells := make([][]string, len(r))
 		height := 1
@@ -175,26 +175,35 @@ func (t *table) lines(width int, headers bool) []string {
 			cells[i] = fitCell(c, ws[i], t.cols[i].fit)
 			height = max(height, len(cells[i]))
 		}
-		for l := 0; l < height; l++ {
-			var b strings.Builder
-			last := len(r) - 1
-			for last > 0 && (l >= len(cells[last]) || cells[last][l] == "") {
-				last--
-			}
-			for i := 0; i <= last; i++ {
-				c := ""
-				if l < len(cells[i]) {
-					c = cells[i][l]
-				}
-				b.WriteString(c)
-				if i < last {
-					b.WriteString(strings.Repeat(" ", ws[i]-runes(c)+colGap))
-				}
-			}
-			out = append(out, b.String())
-		}
+		writeRowLines(&b, cells, height, ws, runes)
 	}
-	return out
+	if b.Len() == 0 {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+}
+
+// writeRowLines writes a row whose cells are fitted already (cells[i] holds
+// column i's lines) in the column widths ws, as height lines, each ended by
+// a newline and without trailing blanks; width measures a cell's columns.
+func writeRowLines(w io.StringWriter, cells [][]string, height int, ws []int, width func(string) int) {
+	for l := range height {
+		last := len(cells) - 1
+		for last > 0 && (l >= len(cells[last]) || cells[last][l] == "") {
+			last--
+		}
+		for i := 0; i <= last; i++ {
+			c := ""
+			if l < len(cells[i]) {
+				c = cells[i][l]
+			}
+			w.WriteString(c)
+			if i < last {
+				pad(w, max(0, ws[i]-width(c))+colGap)
+			}
+		}
+		w.WriteString("\n")
+	}
 }
 
 // fitCell narrows s to at most w columns the way f says, as one or more
