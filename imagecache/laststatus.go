@@ -1,17 +1,12 @@
 package imagecache
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"path/filepath"
 	"slices"
 	"sort"
 	"time"
-
-	"github.com/pullrecords/pullrecords/internal/atomicfile"
 )
 
 // The last completed status of each cache is kept in a file of its own
@@ -123,24 +118,18 @@ func ReadLastStatus(dir string) (map[CacheRef]CacheStatus, error) {
 }
 
 func readLastStatusFile(dir string) (*persistedLastStatus, error) {
-	path := filepath.Join(dir, lastStatusFile)
-	data, err := atomicfile.ReadFile(dir, lastStatusFile, maxStateSize)
-	if errors.Is(err, fs.ErrNotExist) {
-		return &persistedLastStatus{Version: lastStatusVersion}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrState, err)
-	}
+	// Fields this version does not know are ignored (not strict).
 	var p persistedLastStatus
-	if err := json.Unmarshal(data, &p); err != nil {
-		return nil, fmt.Errorf("%w: %s is corrupt: %v", ErrState, path, err)
+	found, err := readJSON(dir, lastStatusFile, false, &p.Version, lastStatusVersion, &p)
+	if err != nil {
+		return nil, err
 	}
-	if p.Version != lastStatusVersion {
-		return nil, fmt.Errorf("%w: %s has unsupported version %d", ErrState, path, p.Version)
+	if !found {
+		p.Version = lastStatusVersion
 	}
 	for _, ps := range p.Caches {
 		if ps.Namespace == "" || ps.Name == "" {
-			return nil, fmt.Errorf("%w: %s is corrupt: a status names no cache", ErrState, path)
+			return nil, fmt.Errorf("%w: %s is corrupt: a status names no cache", ErrState, filepath.Join(dir, lastStatusFile))
 		}
 	}
 	return &p, nil
@@ -184,14 +173,7 @@ func (m *Manager) recordLastStatusLocked(s CacheStatus) error {
 		a, b := p.Caches[i], p.Caches[j]
 		return CacheRef{a.Namespace, a.Name}.String() < CacheRef{b.Namespace, b.Name}.String()
 	})
-	data, err := json.Marshal(p)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrState, err)
-	}
-	if err := atomicfile.WriteFile(m.opts.stateDir, lastStatusFile, append(data, '\n'), 0o600); err != nil {
-		return fmt.Errorf("%w: %w", ErrState, err)
-	}
-	return nil
+	return writeJSON(m.opts.stateDir, lastStatusFile, p)
 }
 
 // LastStatus returns the last completed status of the cache: that of its

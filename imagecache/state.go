@@ -82,26 +82,55 @@ func readState(dir string) (*persisted, error) {
 // readStateFile reads dir's state file and changes nothing. A missing file
 // (or directory) is an empty state.
 func readStateFile(dir string) (*persisted, error) {
-	path := filepath.Join(dir, stateFile)
-	// The state holds credentials: a link planted at its name must not make
-	// the manager read another file.
-	data, err := atomicfile.ReadFile(dir, stateFile, maxStateSize)
-	if errors.Is(err, fs.ErrNotExist) {
-		return &persisted{Version: stateVersion}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrState, err)
-	}
 	var p persisted
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		return nil, fmt.Errorf("%w: %s is corrupt: %v", ErrState, path, err)
+	found, err := readJSON(dir, stateFile, true, &p.Version, stateVersion, &p)
+	if err != nil {
+		return nil, err
 	}
-	if p.Version != stateVersion {
-		return nil, fmt.Errorf("%w: %s has unsupported version %d", ErrState, path, p.Version)
+	if !found {
+		p.Version = stateVersion
 	}
 	return &p, nil
+}
+
+// readJSON decodes the JSON file dir/name into v, whose version field is at
+// version and must read want; it reports false, and leaves v as it is, for a
+// missing file (or directory). With strict, unknown fields are refused. The file is read through
+// atomicfile.ReadFile: the state holds credentials, and a link planted at
+// its name must not make the manager read another file.
+func readJSON(dir, name string, strict bool, version *int, want int, v any) (bool, error) {
+	path := filepath.Join(dir, name)
+	data, err := atomicfile.ReadFile(dir, name, maxStateSize)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", ErrState, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if strict {
+		dec.DisallowUnknownFields()
+	}
+	if err := dec.Decode(v); err != nil {
+		return false, fmt.Errorf("%w: %s is corrupt: %v", ErrState, path, err)
+	}
+	if *version != want {
+		return false, fmt.Errorf("%w: %s has unsupported version %d", ErrState, path, *version)
+	}
+	return true, nil
+}
+
+// writeJSON replaces dir/name with v as JSON, atomically, durably and with
+// mode 0600 (see atomicfile.WriteFile).
+func writeJSON(dir, name string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrState, err)
+	}
+	if err := atomicfile.WriteFile(dir, name, append(data, '\n'), 0o600); err != nil {
+		return fmt.Errorf("%w: %w", ErrState, err)
+	}
+	return nil
 }
 
 // maxStateSize bounds the state file read; a larger one is refused.
@@ -146,14 +175,7 @@ func LoadState(dir string) ([]ImageCache, error) {
 // sets the mode on the temporary file before the rename): see
 // atomicfile.Replace.
 func writeState(dir string, p *persisted) error {
-	data, err := json.Marshal(withoutSecretMaterial(p))
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrState, err)
-	}
-	if err := atomicfile.WriteFile(dir, stateFile, append(data, '\n'), 0o600); err != nil {
-		return fmt.Errorf("%w: %w", ErrState, err)
-	}
-	return nil
+	return writeJSON(dir, stateFile, withoutSecretMaterial(p))
 }
 
 // withoutSecretMaterial returns p, or a copy of it in which a pull secret
