@@ -1,0 +1,94 @@
+package controller
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+)
+
+// Config is what a Controller needs. Kube, Dynamic and NoopImage are
+// required; zero values of the rest take the documented defaults.
+type Config struct {
+	Kube    kubernetes.Interface
+	Dynamic dynamic.Interface
+
+	// NoopImage is this project's image; its static /pullrecords-noop
+	// program is what pre-pull pods run, so cached images need no shell.
+	NoopImage string
+	// PriorityClassName is given to pre-pull pods when set.
+	PriorityClassName string
+
+	// PullDeadline bounds each pre-pull pod: one the node has not finished
+	// within it fails with what it last reported. Default 5m (kube-fledged's
+	// --image-pull-deadline-duration, here per pull instead of per batch).
+	PullDeadline time.Duration
+	// RefreshInterval re-checks every cache this long after its last
+	// action completed; kube-fledged's --image-cache-refresh-frequency.
+	// Default 15m; negative disables periodic refresh.
+	RefreshInterval time.Duration
+	// MaxInFlightPerNode and MaxInFlight bound the pre-pull pods that
+	// exist at once on one node and in the whole cluster. Defaults 2, 200.
+	MaxInFlightPerNode int
+	MaxInFlight        int
+	// AgentTimeout is how old an agent's heartbeat may be before the
+	// controller stops trusting its presence report and falls back to the
+	// node status. Default 3m.
+	AgentTimeout time.Duration
+	// MaxImageFsUsedPercent skips pulls on a node whose agent reports its
+	// image filesystem fuller than this. Default 85 (the kubelet's image GC
+	// high threshold); 100 disables the check.
+	MaxImageFsUsedPercent int
+	// FailuresPerImage caps the failures an ImageCache status lists per
+	// image; the rest are counted. Default 10.
+	FailuresPerImage int
+	// CacheWorkers and NodeWorkers are the goroutines syncing caches and
+	// nodes. Defaults 2 and 4.
+	CacheWorkers int
+	NodeWorkers  int
+
+	// Clock is for tests; default the real clock.
+	Clock clock.WithTicker
+}
+
+func (c *Config) setDefaults() error {
+	if c.Kube == nil || c.Dynamic == nil {
+		return fmt.Errorf("%w: Kube and Dynamic clients are required", ErrInvalidConfig)
+	}
+	if c.NoopImage == "" {
+		return fmt.Errorf("%w: NoopImage is required (the image holding /pullrecords-noop)", ErrInvalidConfig)
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	defInt := func(n *int, v int) {
+		if *n == 0 {
+			*n = v
+		}
+	}
+	def(&c.PullDeadline, 5*time.Minute)
+	def(&c.RefreshInterval, 15*time.Minute)
+	def(&c.AgentTimeout, 3*time.Minute)
+	defInt(&c.MaxInFlightPerNode, 2)
+	defInt(&c.MaxInFlight, 200)
+	defInt(&c.MaxImageFsUsedPercent, 85)
+	defInt(&c.FailuresPerImage, 10)
+	defInt(&c.CacheWorkers, 2)
+	defInt(&c.NodeWorkers, 4)
+	switch {
+	case c.PullDeadline < 0 || c.AgentTimeout < 0:
+		return fmt.Errorf("%w: PullDeadline and AgentTimeout must be positive", ErrInvalidConfig)
+	case c.MaxInFlightPerNode < 0 || c.MaxInFlight < 0 || c.FailuresPerImage < 0 || c.CacheWorkers < 0 || c.NodeWorkers < 0:
+		return fmt.Errorf("%w: limits and worker counts must be positive", ErrInvalidConfig)
+	case c.MaxImageFsUsedPercent < 0 || c.MaxImageFsUsedPercent > 100:
+		return fmt.Errorf("%w: MaxImageFsUsedPercent %d is not in 1..100", ErrInvalidConfig, c.MaxImageFsUsedPercent)
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	return nil
+}

@@ -1,0 +1,79 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+)
+
+// LeaderElection names the Lease replicas compete for.
+type LeaderElection struct {
+	Namespace string // the controller's namespace
+	Name      string // default "pullrecords-controller"
+	Identity  string // this replica, e.g. its pod name; required
+
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration // defaults 15s, 10s, 2s
+}
+
+// RunWithLeaderElection runs the controller while this replica holds the
+// Lease and returns when ctx is done or the lease is lost (the process
+// should then exit and start over: its informers' view is that of a
+// leader that was replaced).
+func (c *Controller) RunWithLeaderElection(ctx context.Context, le LeaderElection) error {
+	if le.Namespace == "" || le.Identity == "" {
+		return fmt.Errorf("%w: leader election needs a namespace and an identity", ErrInvalidConfig)
+	}
+	if le.Name == "" {
+		le.Name = "pullrecords-controller"
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&le.LeaseDuration, 15*time.Second)
+	def(&le.RenewDeadline, 10*time.Second)
+	def(&le.RetryPeriod, 2*time.Second)
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.Name},
+		Client:     c.cfg.Kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
+	}
+	logger := klog.FromContext(ctx).WithValues("lease", le.Namespace+"/"+le.Name, "identity", le.Identity)
+	runErr := make(chan error, 1)
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   le.LeaseDuration,
+		RenewDeadline:   le.RenewDeadline,
+		RetryPeriod:     le.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            le.Name,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				logger.Info("Leading")
+				runErr <- c.Run(ctx)
+			},
+			OnStoppedLeading: func() { logger.Info("No longer leading") },
+			OnNewLeader: func(id string) {
+				if id != le.Identity {
+					logger.Info("Another replica leads", "leader", id)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	elector.Run(ctx)
+	select {
+	case err := <-runErr:
+		return err
+	default:
+		return ctx.Err()
+	}
+}

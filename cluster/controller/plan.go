@@ -1,0 +1,133 @@
+package controller
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/distribution/reference"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/pullrecords/pullrecords/cluster/api"
+	"github.com/pullrecords/pullrecords/imagecache"
+)
+
+// cacheKey is an ImageCache's namespace/name.
+func cacheKey(ic *api.ImageCache) string { return ic.Namespace + "/" + ic.Name }
+
+// purged reports whether the cache's latest action purged it and its spec
+// has not changed since: a purged cache wants nothing on any node until it
+// is updated or refreshed.
+func purged(ic *api.ImageCache) bool {
+	return ic.Status.Reason == api.ReasonImageCachePurge && ic.Status.ObservedGeneration == ic.Generation
+}
+
+// selectorMatches reports whether a cacheSpec entry's node selector selects
+// node. An empty selector selects every node, as in kube-fledged.
+func selectorMatches(sel map[string]string, node *corev1.Node) bool {
+	return labels.SelectorFromSet(sel).Matches(labels.Set(node.Labels))
+}
+
+// imagesFor returns the images the cache wants on node, in spec order,
+// without duplicates.
+func imagesFor(ic *api.ImageCache, node *corev1.Node) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, entry := range ic.Spec.CacheSpec {
+		if !selectorMatches(entry.NodeSelector, node) {
+			continue
+		}
+		for _, img := range entry.Images {
+			img = strings.TrimSpace(img)
+			if img == "" || seen[img] {
+				continue
+			}
+			seen[img] = true
+			out = append(out, img)
+		}
+	}
+	return out
+}
+
+// workTypeFor maps an action reason to the seed's work type.
+func workTypeFor(reason string) imagecache.WorkType {
+	switch reason {
+	case api.ReasonImageCacheUpdate:
+		return imagecache.WorkTypeUpdate
+	case api.ReasonImageCacheRefresh:
+		return imagecache.WorkTypeRefresh
+	case api.ReasonImageCachePurge:
+		return imagecache.WorkTypePurge
+	case api.ReasonImageCacheDelete:
+		return imagecache.WorkTypeDelete
+	default:
+		return imagecache.WorkTypeCreate
+	}
+}
+
+// requests turns the cache's current action into the seed's work requests:
+// one per (node, image) the action covers, ordered by node then spec order.
+// A purge covers the images the cache lists (it wants none any more, see
+// purged), every other action the images it wants.
+func requests(ic *api.ImageCache, nodes []*corev1.Node) []imagecache.ImageWorkRequest {
+	wt := workTypeFor(ic.Status.Reason)
+	sorted := append([]*corev1.Node(nil), nodes...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	ref := imagecache.CacheRef{Namespace: ic.Namespace, Name: ic.Name}
+	var out []imagecache.ImageWorkRequest
+	for _, n := range sorted {
+		for _, img := range imagesFor(ic, n) {
+			out = append(out, imagecache.ImageWorkRequest{
+				Image:                   img,
+				Node:                    n.Name,
+				ContainerRuntimeVersion: n.Status.NodeInfo.ContainerRuntimeVersion,
+				WorkType:                wt,
+				ImageCache:              ref,
+			})
+		}
+	}
+	return out
+}
+
+// alwaysPull reports whether the pre-pull of image must ignore presence, as
+// kube-fledged does: an image tagged latest, or with neither tag nor digest,
+// may have moved in the registry.
+func alwaysPull(image string) bool {
+	named, err := reference.ParseNormalizedNamed(image)
+	if err != nil {
+		return false // the kubelet refuses it (InvalidImageName): a result either way
+	}
+	if _, ok := named.(reference.Digested); ok {
+		return false
+	}
+	tagged, ok := named.(reference.Tagged)
+	return !ok || tagged.Tag() == "latest"
+}
+
+// canonical returns the fully qualified form of an image name
+// (docker.io/library/busybox:1.36), or the string itself when it does not
+// parse, so that spellings of one image compare equal.
+func canonical(image string) string {
+	named, err := reference.ParseNormalizedNamed(image)
+	if err != nil {
+		return image
+	}
+	return reference.TagNameOnly(named).String()
+}
+
+// presentInNodeStatus is the fallback presence check for nodes without an
+// agent: an exact comparison of canonical names against the images the
+// kubelet lists in the node's status. The kubelet lists at most
+// nodeStatusMaxImages images (50 by default), so a miss only means "pull";
+// never a substring test, unlike kube-fledged.
+func presentInNodeStatus(node *corev1.Node, image string) bool {
+	want := canonical(image)
+	for _, img := range node.Status.Images {
+		for _, name := range img.Names {
+			if name == image || canonical(name) == want {
+				return true
+			}
+		}
+	}
+	return false
+}

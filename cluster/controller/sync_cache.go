@@ -1,0 +1,592 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/pullrecords/pullrecords/cluster/api"
+	"github.com/pullrecords/pullrecords/imagecache"
+)
+
+type metav1ListOptions = metav1.ListOptions
+
+func everything() labels.Selector { return labels.Everything() }
+
+// waitForReport is how soon a cache waiting on an agent's report or on
+// capacity is looked at again (events usually wake it sooner).
+const waitForReport = 2 * time.Second
+
+// syncCache moves one ImageCache forward: it starts a new action when one
+// is due, decides a result for every (node, image) of the current action
+// that has none (present already, pulled by a pod, failed, or purged),
+// creates the pre-pull pods capacity allows, and writes the aggregated
+// status. Everything it decides from is in the API (the cache's status,
+// the pods, the NodeImages objects), so a restarted controller carries on.
+func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, error) {
+	logger := klog.FromContext(ctx).WithValues("imageCache", key)
+	ctx = klog.NewContext(ctx, logger)
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return 0, nil
+	}
+	obj, err := c.caches.ByNamespace(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return 0, c.deletePods(ctx, key, func(*corev1.Pod) bool { return true })
+	}
+	if err != nil {
+		return 0, err
+	}
+	var ic api.ImageCache
+	if err := api.FromUnstructured(obj.(*unstructured.Unstructured), &ic); err != nil {
+		return 0, err
+	}
+	now := c.cfg.Clock.Now()
+	if reason, due := c.nextAction(&ic, now); due {
+		return 0, c.startAction(ctx, &ic, reason, now)
+	}
+	// Pods of earlier actions, or of an earlier cache of the same name.
+	if err := c.deletePods(ctx, key, func(p *corev1.Pod) bool {
+		return p.Labels[cacheUIDLabel] != string(ic.UID) || p.Labels[batchLabel] != ic.Status.Batch
+	}); err != nil {
+		return 0, err
+	}
+	nodes, err := c.nodes.List(everything())
+	if err != nil {
+		return 0, err
+	}
+	reqs := requests(&ic, nodes)
+	byName := map[string]*corev1.Node{}
+	for _, n := range nodes {
+		byName[n.Name] = n
+	}
+	var (
+		results []imagecache.ImageWorkResult
+		inFlight int
+		later    time.Duration
+	)
+	for _, req := range reqs {
+		res, wait, err := c.decide(ctx, &ic, req, byName[req.Node], now)
+		if err != nil {
+			return 0, err
+		}
+		if res != nil {
+			results = append(results, *res)
+			continue
+		}
+		if wait == inFlightWait {
+			inFlight++
+		}
+		if later == 0 || (wait.after > 0 && wait.after < later) {
+			later = wait.after
+		}
+	}
+	final := inFlight == 0 && len(results) == len(reqs)
+	status := aggregate(&ic, reqs, results, inFlight, c.cfg.FailuresPerImage)
+	if final {
+		if err := c.finishAction(ctx, &ic, status, now); err != nil {
+			return 0, err
+		}
+		return c.refreshDue(&ic, now), nil
+	}
+	if err := c.writeStatus(ctx, &ic, status); err != nil {
+		return 0, err
+	}
+	return later, nil
+}
+
+// waitKind says why a request has no result yet.
+type waitKind struct {
+	after time.Duration
+	pod   bool
+}
+
+var inFlightWait = waitKind{pod: true}
+
+// nextAction decides whether a new action starts: create for a cache never
+// worked on, update when the spec changed, purge and refresh when their
+// annotation asks, refresh when the period elapsed.
+func (c *Controller) nextAction(ic *api.ImageCache, now time.Time) (string, bool) {
+	st := ic.Status
+	_, purgeAsked := ic.Annotations[api.PurgeAnnotation]
+	_, refreshAsked := ic.Annotations[api.RefreshAnnotation]
+	processing := st.Status == api.ActionStatusProcessing
+	switch {
+	case st.Batch == "" && st.Status == "":
+		return api.ReasonImageCacheCreate, true
+	case st.Batch == "":
+		// Written by kube-fledged: adopt it with a fresh look at every node.
+		return api.ReasonImageCacheRefresh, true
+	case st.ObservedGeneration != ic.Generation:
+		return api.ReasonImageCacheUpdate, true
+	case purgeAsked && !(processing && st.Reason == api.ReasonImageCachePurge):
+		return api.ReasonImageCachePurge, true
+	case refreshAsked && !(processing && st.Reason == api.ReasonImageCacheRefresh):
+		return api.ReasonImageCacheRefresh, true
+	case !processing && c.refreshDue(ic, now) < 0:
+		return api.ReasonImageCacheRefresh, true
+	}
+	return "", false
+}
+
+// refreshDue returns how long until the periodic refresh of a finished
+// cache (negative: overdue; zero: never).
+func (c *Controller) refreshDue(ic *api.ImageCache, now time.Time) time.Duration {
+	st := ic.Status
+	if c.cfg.RefreshInterval <= 0 || st.CompletionTime == nil || purged(ic) || st.Reason == api.ReasonCacheSpecValidationFailed {
+		return 0
+	}
+	d := st.CompletionTime.Add(c.cfg.RefreshInterval).Sub(now)
+	if d == 0 {
+		d = -1
+	}
+	return d
+}
+
+var processingMessages = map[string]string{
+	api.ReasonImageCacheCreate:  "Images are being pulled on the selected nodes; the status shows the outcome when every node has answered.",
+	api.ReasonImageCacheUpdate:  "The cache's images are being updated on the selected nodes; the status shows the outcome when every node has answered.",
+	api.ReasonImageCacheRefresh: "The cache is being refreshed on the selected nodes; the status shows the outcome when every node has answered.",
+	api.ReasonImageCachePurge:   "The cache's images are being removed from the selected nodes; the status shows the outcome when every node has answered.",
+}
+
+// startAction writes a new action into the status: Processing, a new batch
+// name, the generation it works on. Results of earlier batches stop
+// counting from here.
+func (c *Controller) startAction(ctx context.Context, ic *api.ImageCache, reason string, now time.Time) error {
+	st := api.ImageCacheStatus{
+		Status:             api.ActionStatusProcessing,
+		Reason:             reason,
+		Message:            processingMessages[reason],
+		StartTime:          &metav1.Time{Time: now},
+		ObservedGeneration: ic.Generation,
+		Batch:              strconv.FormatInt(ic.Generation, 10) + "-" + strconv.FormatInt(now.UnixNano(), 36),
+	}
+	klog.FromContext(ctx).Info("Starting action", "reason", reason, "batch", st.Batch)
+	c.recorder.Eventf(eventRef(ic), corev1.EventTypeNormal, reason, "%s", st.Message)
+	return c.putStatus(ctx, ic, st)
+}
+
+// decide returns the request's result when it has one, or why it waits.
+func (c *Controller) decide(ctx context.Context, ic *api.ImageCache, req imagecache.ImageWorkRequest, node *corev1.Node, now time.Time) (*imagecache.ImageWorkResult, waitKind, error) {
+	key := resultKey{cache: cacheKey(ic), image: req.Image}
+	ni := c.nodeImagesOf(req.Node)
+	if r, ok := c.knownResult(ni, req.Node, key, ic); ok {
+		return r, waitKind{}, nil
+	}
+	result := func(status imagecache.ImageWorkStatus, reason, message, pod string) (*imagecache.ImageWorkResult, waitKind, error) {
+		c.addPending(req.Node, key, api.NodeResult{
+			Cache: key.cache, CacheUID: string(ic.UID), Image: req.Image, Batch: ic.Status.Batch,
+			Work: string(req.WorkType), Status: string(status), Reason: reason, Message: message,
+			Time: metav1.Time{Time: now},
+		}, pod)
+		return &imagecache.ImageWorkResult{Request: req, Status: status, Reason: reason, Message: message, Finished: now}, waitKind{}, nil
+	}
+	if req.WorkType == imagecache.WorkTypePurge {
+		return c.decidePurge(ni, req, now, result)
+	}
+	pod, err := c.pods.Pods(ic.Namespace).Get(podName(ic, ic.Status.Batch, req.Node, req.Image))
+	switch {
+	case err == nil:
+		out := podOutcome(pod, now, c.cfg.PullDeadline)
+		if !out.final {
+			return nil, waitKind{pod: true, after: pod.CreationTimestamp.Add(c.cfg.PullDeadline).Sub(now)}, nil
+		}
+		return result(out.status, out.reason, out.message, pod.Namespace+"/"+pod.Name)
+	case !apierrors.IsNotFound(err):
+		return nil, waitKind{}, err
+	}
+	agent := c.agentView(ni, now)
+	if agent.alive && !agent.reported(req.Image) {
+		c.nodeQueue.Add(req.Node) // make sure the image is in the node's spec
+		return nil, waitKind{after: waitForReport}, nil
+	}
+	if agent.alive && agent.fullPercent > c.cfg.MaxImageFsUsedPercent && c.cfg.MaxImageFsUsedPercent < 100 {
+		return result(imagecache.StatusFailed, "ImageFsAboveThreshold",
+			fmt.Sprintf("not pulled: the node's image filesystem is %d%% full (limit %d%%)", agent.fullPercent, c.cfg.MaxImageFsUsedPercent), "")
+	}
+	if !alwaysPull(req.Image) {
+		if agent.alive && agent.present(req.Image) {
+			return result(imagecache.StatusAlreadyPulled, "", "present in the runtime (agent)", "")
+		}
+		if !agent.alive && node != nil && presentInNodeStatus(node, req.Image) {
+			return result(imagecache.StatusAlreadyPulled, "", "listed in the node's status", "")
+		}
+	}
+	if !c.capacity(req.Node) {
+		return nil, waitKind{after: waitForReport}, nil
+	}
+	if err := c.createPod(ctx, c.prepullPod(ic, req)); err != nil {
+		return nil, waitKind{}, err
+	}
+	return nil, inFlightWait, nil
+}
+
+// decidePurge decides a purge request from the agent's report.
+func (c *Controller) decidePurge(ni *api.NodeImages, req imagecache.ImageWorkRequest, now time.Time,
+	result func(imagecache.ImageWorkStatus, string, string, string) (*imagecache.ImageWorkResult, waitKind, error)) (*imagecache.ImageWorkResult, waitKind, error) {
+	agent := c.agentView(ni, now)
+	if !agent.alive {
+		return result(imagecache.StatusFailed, "NoAgent", "no pullrecords agent reports from this node, so nothing can remove the image there", "")
+	}
+	if ni != nil {
+		if kept := findImage(ni.Spec.Images, req.Image); kept != nil {
+			return result(imagecache.StatusSucceeded, "ImageKept", fmt.Sprintf("kept on the node: also cached by %v", kept.Caches), "")
+		}
+	}
+	if ni == nil || findImage(ni.Spec.Purge, req.Image) == nil {
+		if agent.generationSeen() {
+			return result(imagecache.StatusSucceeded, "NotCached", "the cache had not put the image on this node", "")
+		}
+		c.nodeQueue.Add(req.Node)
+		return nil, waitKind{after: waitForReport}, nil
+	}
+	if !agent.reported(req.Image) {
+		return nil, waitKind{after: waitForReport}, nil
+	}
+	p := agent.presence[req.Image]
+	switch {
+	case p.RemoveError != "":
+		return result(imagecache.StatusFailed, "ImageDeleteFailed", p.RemoveError, "")
+	case !p.Present:
+		return result(imagecache.StatusSucceeded, "", "removed from the runtime", "")
+	}
+	return nil, waitKind{after: waitForReport}, nil
+}
+
+func findImage(list []api.NodeImage, image string) *api.NodeImage {
+	for i := range list {
+		if list[i].Image == image {
+			return &list[i]
+		}
+	}
+	return nil
+}
+
+// knownResult returns the request's result of the current batch when one
+// is pending or written on the node's object.
+func (c *Controller) knownResult(ni *api.NodeImages, node string, key resultKey, ic *api.ImageCache) (*imagecache.ImageWorkResult, bool) {
+	c.mu.Lock()
+	p, ok := c.pending[node][key]
+	c.mu.Unlock()
+	var r *api.NodeResult
+	if ok {
+		r = &p.result
+	} else if ni != nil {
+		for i := range ni.Status.Results {
+			if x := &ni.Status.Results[i]; x.Cache == key.cache && x.Image == key.image {
+				r = x
+				break
+			}
+		}
+	}
+	if r == nil || r.CacheUID != string(ic.UID) || r.Batch != ic.Status.Batch {
+		return nil, false
+	}
+	return &imagecache.ImageWorkResult{
+		Request: imagecache.ImageWorkRequest{Image: r.Image, Node: node, WorkType: imagecache.WorkType(r.Work),
+			ImageCache: imagecache.CacheRef{Namespace: ic.Namespace, Name: ic.Name}},
+		Status: imagecache.ImageWorkStatus(r.Status), Reason: r.Reason, Message: r.Message, Finished: r.Time.Time,
+	}, true
+}
+
+func (c *Controller) addPending(node string, key resultKey, r api.NodeResult, pod string) {
+	c.mu.Lock()
+	if c.pending[node] == nil {
+		c.pending[node] = map[resultKey]pendingResult{}
+	}
+	c.pending[node][key] = pendingResult{result: r, pod: pod}
+	c.mu.Unlock()
+	c.nodeQueue.Add(node)
+}
+
+func (c *Controller) nodeImagesOf(node string) *api.NodeImages {
+	obj, err := c.nodeImages.Get(node)
+	if err != nil {
+		return nil
+	}
+	var ni api.NodeImages
+	if api.FromUnstructured(obj.(*unstructured.Unstructured), &ni) != nil {
+		return nil
+	}
+	return &ni
+}
+
+// agentView is what the controller may believe of a node's agent.
+type agentView struct {
+	alive       bool
+	fullPercent int
+	observed    int64
+	generation  int64
+	spec        map[string]bool
+	presence    map[string]api.ImagePresence
+}
+
+func (c *Controller) agentView(ni *api.NodeImages, now time.Time) agentView {
+	if ni == nil || ni.Status.Agent == nil || now.Sub(ni.Status.Agent.HeartbeatTime.Time) > c.cfg.AgentTimeout {
+		return agentView{}
+	}
+	a := ni.Status.Agent
+	v := agentView{alive: true, observed: a.ObservedGeneration, generation: ni.Generation,
+		spec: map[string]bool{}, presence: map[string]api.ImagePresence{}}
+	if a.ImageFsTotalBytes > 0 {
+		v.fullPercent = int(a.ImageFsUsedBytes * 100 / a.ImageFsTotalBytes)
+	}
+	for _, list := range [][]api.NodeImage{ni.Spec.Images, ni.Spec.Purge} {
+		for _, img := range list {
+			v.spec[img.Image] = true
+		}
+	}
+	for _, p := range ni.Status.Images {
+		v.presence[p.Image] = p
+	}
+	return v
+}
+
+func (v agentView) generationSeen() bool { return v.alive && v.observed >= v.generation }
+
+// reported: the agent answered for image, after seeing the spec that
+// holds it.
+func (v agentView) reported(image string) bool {
+	_, ok := v.presence[image]
+	return v.generationSeen() && v.spec[image] && ok
+}
+
+func (v agentView) present(image string) bool { return v.reported(image) && v.presence[image].Present }
+
+// capacity reports whether one more pre-pull pod may start on node.
+func (c *Controller) capacity(node string) bool {
+	onNode, err := c.podIndex.ByIndex(podsByNodeIndex, node)
+	if err != nil {
+		return false
+	}
+	total := len(c.podIndex.List())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.cfg.Clock.Now()
+	perNode := len(onNode)
+	for name, p := range c.created {
+		if now.Sub(p.at) > time.Minute { // the informer missed it; stop counting it
+			delete(c.created, name)
+			continue
+		}
+		total++
+		if p.node == node {
+			perNode++
+		}
+	}
+	return perNode < c.cfg.MaxInFlightPerNode && total < c.cfg.MaxInFlight
+}
+
+func (c *Controller) createPod(ctx context.Context, pod *corev1.Pod) error {
+	_, err := c.cfg.Kube.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{FieldManager: fieldManager})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("creating pre-pull pod %s/%s for %s on %s: %w", pod.Namespace, pod.Name, pod.Annotations[imageAnno], pod.Spec.NodeName, err)
+	}
+	c.mu.Lock()
+	c.created[pod.Namespace+"/"+pod.Name] = createdPod{node: pod.Spec.NodeName, at: c.cfg.Clock.Now()}
+	c.mu.Unlock()
+	klog.FromContext(ctx).V(2).Info("Created pre-pull pod", "pod", klog.KObj(pod), "node", pod.Spec.NodeName, "image", pod.Annotations[imageAnno])
+	return nil
+}
+
+// deletePods deletes the cache's pods that match and have no pending
+// result (those go once their result is written).
+func (c *Controller) deletePods(ctx context.Context, key string, match func(*corev1.Pod) bool) error {
+	objs, err := c.podIndex.ByIndex(podsByCacheIndex, key)
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		pod := o.(*corev1.Pod)
+		if !match(pod) || pod.DeletionTimestamp != nil {
+			continue
+		}
+		if err := c.deletePod(ctx, pod.Namespace, pod.Name, pod.UID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Controller) deletePod(ctx context.Context, ns, name string, uid types.UID) error {
+	opts := metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}
+	if uid != "" {
+		opts.Preconditions = &metav1.Preconditions{UID: &uid}
+	}
+	err := c.cfg.Kube.CoreV1().Pods(ns).Delete(ctx, name, opts)
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting pre-pull pod %s/%s: %w", ns, name, err)
+	}
+	return nil
+}
+
+// aggregate turns the results into the status kube-fledged users read:
+// Processing until every request has a result, then Succeeded, Failed (any
+// failed or unknown result, each listed under its image with node, reason
+// and message, capped per image) or NoImagesPulledOrDeleted (no node
+// matched).
+func aggregate(ic *api.ImageCache, reqs []imagecache.ImageWorkRequest, results []imagecache.ImageWorkResult, inFlight, perImage int) api.ImageCacheStatus {
+	st := ic.Status
+	st.Failures = nil
+	counts := &api.ResultCounts{Desired: int32(len(reqs)), InFlight: int32(inFlight)}
+	sort.Slice(results, func(i, j int) bool {
+		if results[i].Request.Image != results[j].Request.Image {
+			return results[i].Request.Image < results[j].Request.Image
+		}
+		return results[i].Request.Node < results[j].Request.Node
+	})
+	for _, r := range results {
+		switch r.Status {
+		case imagecache.StatusSucceeded:
+			counts.Succeeded++
+		case imagecache.StatusAlreadyPulled:
+			counts.AlreadyPulled++
+		case imagecache.StatusFailed, imagecache.StatusUnknown:
+			if r.Status == imagecache.StatusFailed {
+				counts.Failed++
+			} else {
+				counts.Unknown++
+			}
+			if st.Failures == nil {
+				st.Failures = map[string]api.NodeReasonMessageList{}
+			}
+			if len(st.Failures[r.Request.Image]) >= perImage {
+				counts.FailuresOmitted++
+				continue
+			}
+			st.Failures[r.Request.Image] = append(st.Failures[r.Request.Image], api.NodeReasonMessage{
+				Node: r.Request.Node, Reason: r.Reason, Message: truncate(r.Message, 1024)})
+		}
+	}
+	st.Counts = counts
+	done := int(counts.Succeeded + counts.AlreadyPulled + counts.Failed + counts.Unknown)
+	purge := st.Reason == api.ReasonImageCachePurge
+	switch {
+	case done < len(reqs):
+		st.Status = api.ActionStatusProcessing
+		st.Message = processingMessages[st.Reason]
+		st.CompletionTime = nil
+	case len(reqs) == 0:
+		st.Status = api.ActionStatusNoImagesPulledOrDeleted
+		st.Message = "No node matched the cache's node selectors, so no image was pulled or removed."
+	case counts.Failed+counts.Unknown > 0 && purge:
+		st.Status = api.ActionStatusFailed
+		st.Message = "Some images could not be removed from some nodes; see failures."
+	case counts.Failed+counts.Unknown > 0:
+		st.Status = api.ActionStatusFailed
+		st.Message = "Some images could not be pulled on some nodes; see failures."
+	case purge:
+		st.Status = api.ActionStatusSucceeded
+		st.Message = "Every cached image was removed from the selected nodes."
+	default:
+		st.Status = api.ActionStatusSucceeded
+		st.Message = "Every image of the cache is on every selected node."
+	}
+	return st
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// finishAction ends the current action: the annotation that asked for it
+// goes first, then the final status (so a crash in between leaves an action
+// that is finished again, not one that starts again), then an Event.
+func (c *Controller) finishAction(ctx context.Context, ic *api.ImageCache, st api.ImageCacheStatus, now time.Time) error {
+	var drop []string
+	for _, a := range []string{api.RefreshAnnotation, api.PurgeAnnotation} {
+		if _, ok := ic.Annotations[a]; ok {
+			if a == api.PurgeAnnotation && st.Reason != api.ReasonImageCachePurge {
+				continue // asked after this action started: it runs next
+			}
+			drop = append(drop, a)
+		}
+	}
+	if len(drop) > 0 {
+		patch := `{"metadata":{"annotations":{`
+		for i, a := range drop {
+			if i > 0 {
+				patch += ","
+			}
+			patch += fmt.Sprintf("%q:null", a)
+		}
+		patch += "}}}"
+		if _, err := c.cfg.Dynamic.Resource(api.ImageCacheResource).Namespace(ic.Namespace).
+			Patch(ctx, ic.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: fieldManager}); err != nil {
+			return fmt.Errorf("removing annotations %v: %w", drop, err)
+		}
+	}
+	wasFinal := ic.Status.Status != api.ActionStatusProcessing && ic.Status.CompletionTime != nil
+	if st.CompletionTime == nil || !wasFinal {
+		st.CompletionTime = &metav1.Time{Time: now}
+	}
+	if equality.Semantic.DeepEqual(st, ic.Status) {
+		return nil
+	}
+	if err := c.putStatus(ctx, ic, st); err != nil {
+		return err
+	}
+	if !wasFinal || ic.Status.Status != st.Status {
+		kind := corev1.EventTypeNormal
+		if st.Status == api.ActionStatusFailed {
+			kind = corev1.EventTypeWarning
+		}
+		c.recorder.Eventf(eventRef(ic), kind, string(st.Status), "%s (%s)", st.Message, countsText(st.Counts))
+		klog.FromContext(ctx).Info("Action finished", "status", st.Status, "reason", st.Reason, "counts", countsText(st.Counts))
+	}
+	return nil
+}
+
+func countsText(n *api.ResultCounts) string {
+	if n == nil {
+		return ""
+	}
+	return fmt.Sprintf("%d pulled, %d already present, %d failed, %d unknown of %d", n.Succeeded, n.AlreadyPulled, n.Failed, n.Unknown, n.Desired)
+}
+
+// writeStatus writes an in-progress status when it changed.
+func (c *Controller) writeStatus(ctx context.Context, ic *api.ImageCache, st api.ImageCacheStatus) error {
+	if equality.Semantic.DeepEqual(st, ic.Status) {
+		return nil
+	}
+	return c.putStatus(ctx, ic, st)
+}
+
+// putStatus replaces the status through the status subresource, guarded by
+// the resource version the decision was made on.
+func (c *Controller) putStatus(ctx context.Context, ic *api.ImageCache, st api.ImageCacheStatus) error {
+	next := *ic
+	next.Status = st
+	u, err := api.ToUnstructured(&next)
+	if err != nil {
+		return err
+	}
+	u.SetAPIVersion(api.ImageCacheKind.GroupVersion().String())
+	u.SetKind(api.ImageCacheKind.Kind)
+	_, err = c.cfg.Dynamic.Resource(api.ImageCacheResource).Namespace(ic.Namespace).
+		UpdateStatus(ctx, u, metav1.UpdateOptions{FieldManager: fieldManager})
+	if err != nil {
+		return fmt.Errorf("writing status of %s/%s: %w", ic.Namespace, ic.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,258 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/pullrecords/pullrecords/cluster/api"
+)
+
+// syncNode brings one node's NodeImages object up to date: the spec lists
+// what every cache wants there (and what to purge: images no cache wants
+// any more), the status's results gain the results decided since the last
+// write and lose those of caches that no longer exist. Pre-pull pods whose
+// results it wrote are deleted after the write, never before.
+func (c *Controller) syncNode(ctx context.Context, name string) (time.Duration, error) {
+	logger := klog.FromContext(ctx).WithValues("node", name)
+	ctx = klog.NewContext(ctx, logger)
+	node, err := c.nodes.Get(name)
+	if apierrors.IsNotFound(err) {
+		// Its NodeImages goes with it (owner reference); nothing to pull there.
+		c.mu.Lock()
+		delete(c.pending, name)
+		c.mu.Unlock()
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	objs, err := c.caches.List(everything())
+	if err != nil {
+		return 0, err
+	}
+	caches := map[string]*api.ImageCache{}
+	want := map[string][]string{} // image -> caches
+	for _, o := range objs {
+		var ic api.ImageCache
+		if err := api.FromUnstructured(o.(*unstructured.Unstructured), &ic); err != nil {
+			continue
+		}
+		caches[cacheKey(&ic)] = &ic
+		if purged(&ic) || ic.Status.Batch == "" {
+			continue
+		}
+		for _, img := range imagesFor(&ic, node) {
+			want[img] = append(want[img], cacheKey(&ic))
+		}
+	}
+	ni := c.nodeImagesOf(name)
+	spec := desiredSpec(ni, want, c.agentView(ni, c.cfg.Clock.Now()))
+	if ni == nil || !equality.Semantic.DeepEqual(normalizeSpec(ni.Spec), spec) {
+		if err := c.applySpec(ctx, node.Name, node.UID, spec); err != nil {
+			return 0, err
+		}
+	}
+
+	c.mu.Lock()
+	pend := c.pending[name]
+	written := make(map[resultKey]pendingResult, len(pend))
+	for k, v := range pend {
+		written[k] = v
+	}
+	c.mu.Unlock()
+	results := mergeResults(ni, written, caches)
+	var current []api.NodeResult
+	if ni != nil {
+		current = ni.Status.Results
+	}
+	if !equality.Semantic.DeepEqual(results, sortedResults(current)) {
+		if err := c.applyResults(ctx, name, results); err != nil {
+			return 0, err
+		}
+	}
+	// Written: forget them and delete their pods.
+	c.mu.Lock()
+	for k, v := range written {
+		if cur, ok := c.pending[name][k]; ok && cur.result == v.result {
+			delete(c.pending[name], k)
+		}
+	}
+	if len(c.pending[name]) == 0 {
+		delete(c.pending, name)
+	}
+	c.mu.Unlock()
+	for _, v := range written {
+		if v.pod == "" {
+			continue
+		}
+		ns, pn, _ := cache.SplitMetaNamespaceKey(v.pod)
+		if err := c.deletePod(ctx, ns, pn, ""); err != nil {
+			return 0, err
+		}
+	}
+	return 0, nil
+}
+
+// desiredSpec computes the node's spec: images wanted by some cache (with
+// those caches), and a purge list holding images dropped from the wanted
+// list plus earlier purge entries the agent has not yet reported gone.
+// Without an agent nothing can remove images, so nothing is put to purge.
+func desiredSpec(ni *api.NodeImages, want map[string][]string, agent agentView) api.NodeImagesSpec {
+	var spec api.NodeImagesSpec
+	for img, caches := range want {
+		sort.Strings(caches)
+		spec.Images = append(spec.Images, api.NodeImage{Image: img, Caches: caches})
+	}
+	if ni != nil && agent.alive {
+		purge := map[string][]string{}
+		for _, old := range ni.Spec.Images {
+			if _, ok := want[old.Image]; !ok {
+				purge[old.Image] = old.Caches
+			}
+		}
+		for _, old := range ni.Spec.Purge {
+			if _, ok := want[old.Image]; ok {
+				continue
+			}
+			if p, ok := agent.presence[old.Image]; ok && agent.generationSeen() && !p.Present && p.RemoveError == "" {
+				continue // gone: done
+			}
+			if _, ok := purge[old.Image]; !ok {
+				purge[old.Image] = old.Caches
+			}
+		}
+		for img, caches := range purge {
+			spec.Purge = append(spec.Purge, api.NodeImage{Image: img, Caches: caches})
+		}
+	}
+	return normalizeSpec(spec)
+}
+
+func normalizeSpec(s api.NodeImagesSpec) api.NodeImagesSpec {
+	for _, l := range []*[]api.NodeImage{&s.Images, &s.Purge} {
+		sort.Slice(*l, func(i, j int) bool { return (*l)[i].Image < (*l)[j].Image })
+		if len(*l) == 0 {
+			*l = nil
+		}
+	}
+	return s
+}
+
+// mergeResults is the node's result list after this write: the written
+// results of existing caches (same UID), updated with the pending ones.
+func mergeResults(ni *api.NodeImages, pend map[resultKey]pendingResult, caches map[string]*api.ImageCache) []api.NodeResult {
+	by := map[resultKey]api.NodeResult{}
+	if ni != nil {
+		for _, r := range ni.Status.Results {
+			by[resultKey{r.Cache, r.Image}] = r
+		}
+	}
+	for k, p := range pend {
+		by[k] = p.result
+	}
+	out := make([]api.NodeResult, 0, len(by))
+	for _, r := range by {
+		ic, ok := caches[r.Cache]
+		if !ok || string(ic.UID) != r.CacheUID {
+			continue
+		}
+		out = append(out, r)
+	}
+	return sortedResults(out)
+}
+
+func sortedResults(rs []api.NodeResult) []api.NodeResult {
+	out := append([]api.NodeResult(nil), rs...)
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Cache != out[j].Cache {
+			return out[i].Cache < out[j].Cache
+		}
+		return out[i].Image < out[j].Image
+	})
+	if len(out) == 0 {
+		return nil
+	}
+	// Times round-trip through RFC 3339 at second precision.
+	for i := range out {
+		out[i].Time = metav1.NewTime(out[i].Time.Rfc3339Copy().Time)
+	}
+	return out
+}
+
+// applySpec creates or updates the node's object with server-side apply:
+// the controller owns the spec and the owner reference to the Node.
+func (c *Controller) applySpec(ctx context.Context, node string, uid types.UID, spec api.NodeImagesSpec) error {
+	obj := map[string]any{
+		"apiVersion": api.NodeImagesKind.GroupVersion().String(),
+		"kind":       api.NodeImagesKind.Kind,
+		"metadata": map[string]any{
+			"name": node,
+			"ownerReferences": []any{map[string]any{
+				"apiVersion": "v1", "kind": "Node", "name": node, "uid": string(uid),
+			}},
+		},
+		"spec": specMap(spec),
+	}
+	return c.apply(ctx, node, obj, "")
+}
+
+func specMap(spec api.NodeImagesSpec) map[string]any {
+	list := func(l []api.NodeImage) []any {
+		out := []any{}
+		for _, i := range l {
+			m := map[string]any{"image": i.Image}
+			if len(i.Caches) > 0 {
+				caches := make([]any, len(i.Caches))
+				for j, c := range i.Caches {
+					caches[j] = c
+				}
+				m["caches"] = caches
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	return map[string]any{"images": list(spec.Images), "purge": list(spec.Purge)}
+}
+
+// applyResults writes the whole result list the controller owns.
+func (c *Controller) applyResults(ctx context.Context, node string, results []api.NodeResult) error {
+	list := make([]api.NodeResult, len(results))
+	copy(list, results)
+	obj := map[string]any{
+		"apiVersion": api.NodeImagesKind.GroupVersion().String(),
+		"kind":       api.NodeImagesKind.Kind,
+		"metadata":   map[string]any{"name": node},
+		"status":     map[string]any{"results": list},
+	}
+	return c.apply(ctx, node, obj, "status")
+}
+
+func (c *Controller) apply(ctx context.Context, node string, obj map[string]any, subresource string) error {
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	res := c.cfg.Dynamic.Resource(api.NodeImagesResource)
+	var sub []string
+	if subresource != "" {
+		sub = []string{subresource}
+	}
+	_, err = res.Patch(ctx, node, types.ApplyPatchType, data, metav1.PatchOptions{FieldManager: fieldManager, Force: ptr.To(true)}, sub...)
+	if err != nil {
+		return fmt.Errorf("applying NodeImages %s %s: %w", node, subresource, err)
+	}
+	return nil
+}
