@@ -1,0 +1,245 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pullrecords/pullrecords/cluster/api"
+	"github.com/pullrecords/pullrecords/imagecache"
+)
+
+func node(name string, labels map[string]string, images ...string) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	n.Status.NodeInfo.ContainerRuntimeVersion = "containerd://1.6.20"
+	for _, img := range images {
+		n.Status.Images = append(n.Status.Images, corev1.ContainerImage{Names: []string{img}})
+	}
+	return n
+}
+
+func TestRequestsFollowSelectorsAndAction(t *testing.T) {
+	ic := &api.ImageCache{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
+	ic.Spec.CacheSpec = []api.CacheSpecImages{
+		{Images: []string{"a:1", "b:1", "a:1"}, NodeSelector: map[string]string{"pool": "gpu"}},
+		{Images: []string{"c:1"}},
+	}
+	ic.Status.Reason = api.ReasonImageCacheRefresh
+	nodes := []*corev1.Node{node("n2", nil), node("n1", map[string]string{"pool": "gpu"})}
+	got := requests(ic, nodes)
+	var pairs []string
+	for _, r := range got {
+		if r.WorkType != imagecache.WorkTypeRefresh || r.ImageCache.String() != "ns/c" || r.ContainerRuntimeVersion != "containerd://1.6.20" {
+			t.Errorf("request %+v", r)
+		}
+		pairs = append(pairs, r.Node+" "+r.Image)
+	}
+	want := []string{"n1 a:1", "n1 b:1", "n1 c:1", "n2 c:1"}
+	if diff := cmp.Diff(want, pairs); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+}
+
+// kube-fledged matched node status by substring (app:1.2 matched
+// app:1.21); the fallback compares canonical names exactly.
+func TestNodeStatusPresenceIsExact(t *testing.T) {
+	n := node("n", nil, "registry.local:5000/app:1.21", "docker.io/library/busybox:1.36")
+	for image, want := range map[string]bool{
+		"registry.local:5000/app:1.2":  false,
+		"registry.local:5000/app:1.21": true,
+		"registry.local:5000/app":      false,
+		"busybox:1.36":                 true,
+		"library/busybox:1.36":         true,
+		"busybox:1.3":                  false,
+	} {
+		if got := presentInNodeStatus(n, image); got != want {
+			t.Errorf("presentInNodeStatus(%q) = %v, want %v", image, got, want)
+		}
+	}
+}
+
+func TestAlwaysPullLikeKubeFledged(t *testing.T) {
+	for image, want := range map[string]bool{
+		"busybox": true, "busybox:latest": true, "busybox:1.36": false,
+		"localhost:5000/x": true, "localhost:5000/x:2": false,
+		"busybox@sha256:" + "0123456789012345678901234567890123456789012345678901234567890123": false,
+	} {
+		if got := alwaysPull(image); got != want {
+			t.Errorf("alwaysPull(%q) = %v, want %v", image, got, want)
+		}
+	}
+}
+
+func waiting(reason, msg string) corev1.ContainerStatus {
+	return corev1.ContainerStatus{Name: prepullContainer, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}}
+}
+
+func TestPodOutcome(t *testing.T) {
+	created := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	pod := func(phase corev1.PodPhase, cs ...corev1.ContainerStatus) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(created)}}
+		p.Status.Phase = phase
+		p.Status.ContainerStatuses = cs
+		return p
+	}
+	running := corev1.ContainerStatus{Name: prepullContainer, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
+	exited := corev1.ContainerStatus{Name: prepullContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}}
+	cases := []struct {
+		name string
+		pod  *corev1.Pod
+		age  time.Duration
+		want outcome
+	}{
+		{"succeeded", pod(corev1.PodSucceeded), time.Second, outcome{final: true, status: imagecache.StatusSucceeded}},
+		{"running means pulled", pod(corev1.PodRunning, running), time.Second, outcome{final: true, status: imagecache.StatusSucceeded}},
+		{"exit code does not matter", pod(corev1.PodFailed, exited), time.Second, outcome{final: true, status: imagecache.StatusSucceeded}},
+		{"401", pod(corev1.PodPending, waiting("ErrImagePull", "failed to pull: 401 Unauthorized")), time.Second,
+			outcome{final: true, status: imagecache.StatusFailed, reason: "ErrImagePull", message: "failed to pull: 401 Unauthorized"}},
+		{"backoff", pod(corev1.PodPending, waiting("ImagePullBackOff", "Back-off pulling")), time.Second,
+			outcome{final: true, status: imagecache.StatusFailed, reason: "ImagePullBackOff", message: "Back-off pulling"}},
+		{"still pulling", pod(corev1.PodPending, waiting("ContainerCreating", "")), time.Second, outcome{status: imagecache.StatusJobCreated}},
+		{"deadline with a reason", pod(corev1.PodPending, waiting("ContainerCreating", "slow")), 5 * time.Minute,
+			outcome{final: true, status: imagecache.StatusFailed, reason: "ContainerCreating", message: "not pulled within 5m0s: slow"}},
+		{"deadline without any status", pod(corev1.PodPending), 6 * time.Minute,
+			outcome{final: true, status: imagecache.StatusFailed, reason: "Pending",
+				message: "the node reported nothing on the pre-pull pod within 5m0s; check that the node is Ready and its kubelet runs"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := podOutcome(tc.pod, created.Add(tc.age), 5*time.Minute)
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(outcome{})); diff != "" {
+				t.Errorf("podOutcome (-want +got):\n%s", diff)
+			}
+		})
+	}
+	t.Run("helper image not pullable", func(t *testing.T) {
+		p := pod(corev1.PodPending)
+		p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: installContainer,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: "not found"}}}}
+		got := podOutcome(p, created, time.Minute)
+		if !got.final || got.status != imagecache.StatusFailed || got.reason != "NoopImageErrImagePull" {
+			t.Errorf("got %+v", got)
+		}
+	})
+}
+
+func TestAggregateCapsFailuresAndKeepsCounts(t *testing.T) {
+	ic := &api.ImageCache{}
+	ic.Status.Reason = api.ReasonImageCacheCreate
+	var reqs []imagecache.ImageWorkRequest
+	var results []imagecache.ImageWorkResult
+	for i := 0; i < 1000; i++ {
+		req := imagecache.ImageWorkRequest{Image: "img:1", Node: "node-" + string(rune('a'+i%26)) + time.Duration(i).String()}
+		reqs = append(reqs, req)
+		st := imagecache.StatusFailed
+		if i%2 == 0 {
+			st = imagecache.StatusSucceeded
+		}
+		results = append(results, imagecache.ImageWorkResult{Request: req, Status: st, Reason: "ErrImagePull", Message: "401"})
+	}
+	st := aggregate(ic, reqs, results, 0, 10)
+	if st.Status != api.ActionStatusFailed {
+		t.Errorf("status %q, want Failed", st.Status)
+	}
+	if n := len(st.Failures["img:1"]); n != 10 {
+		t.Errorf("%d failures listed, want the cap of 10", n)
+	}
+	want := api.ResultCounts{Desired: 1000, Succeeded: 500, Failed: 500, FailuresOmitted: 490}
+	if diff := cmp.Diff(want, *st.Counts); diff != "" {
+		t.Errorf("counts (-want +got):\n%s", diff)
+	}
+
+	st = aggregate(ic, reqs, results[:10], 3, 10)
+	if st.Status != api.ActionStatusProcessing || st.Counts.InFlight != 3 {
+		t.Errorf("partial results: %q inFlight %d, want Processing 3", st.Status, st.Counts.InFlight)
+	}
+	st = aggregate(ic, nil, nil, 0, 10)
+	if st.Status != api.ActionStatusNoImagesPulledOrDeleted {
+		t.Errorf("no requests: %q", st.Status)
+	}
+}
+
+func TestNextAction(t *testing.T) {
+	c := &Controller{cfg: Config{RefreshInterval: time.Hour}}
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	done := &metav1.Time{Time: now.Add(-30 * time.Minute)}
+	mk := func(gen int64, st api.ImageCacheStatus, annos ...string) *api.ImageCache {
+		ic := &api.ImageCache{ObjectMeta: metav1.ObjectMeta{Generation: gen, Annotations: map[string]string{}}, Status: st}
+		for _, a := range annos {
+			ic.Annotations[a] = ""
+		}
+		return ic
+	}
+	finished := api.ImageCacheStatus{Status: api.ActionStatusSucceeded, Reason: api.ReasonImageCacheCreate, Batch: "1-x", ObservedGeneration: 1, CompletionTime: done}
+	purging := api.ImageCacheStatus{Status: api.ActionStatusProcessing, Reason: api.ReasonImageCachePurge, Batch: "1-y", ObservedGeneration: 1}
+	cases := []struct {
+		name string
+		ic   *api.ImageCache
+		want string
+	}{
+		{"new", mk(1, api.ImageCacheStatus{}), api.ReasonImageCacheCreate},
+		{"left by kube-fledged", mk(1, api.ImageCacheStatus{Status: api.ActionStatusSucceeded}), api.ReasonImageCacheRefresh},
+		{"spec changed", mk(2, finished), api.ReasonImageCacheUpdate},
+		{"purge asked", mk(1, finished, api.PurgeAnnotation), api.ReasonImageCachePurge},
+		{"purge running", mk(1, purging, api.PurgeAnnotation), ""},
+		{"refresh asked", mk(1, finished, api.RefreshAnnotation), api.ReasonImageCacheRefresh},
+		{"nothing due", mk(1, finished), ""},
+	}
+	for _, tc := range cases {
+		got, due := c.nextAction(tc.ic, now)
+		if got != tc.want || due != (tc.want != "") {
+			t.Errorf("%s: nextAction = %q %v, want %q", tc.name, got, due, tc.want)
+		}
+	}
+	if got, _ := c.nextAction(mk(1, finished), now.Add(31*time.Minute)); got != api.ReasonImageCacheRefresh {
+		t.Errorf("after the refresh interval: %q, want a refresh", got)
+	}
+	purgedDone := finished
+	purgedDone.Reason = api.ReasonImageCachePurge
+	if got, _ := c.nextAction(mk(1, purgedDone), now.Add(2*time.Hour)); got != "" {
+		t.Errorf("a purged cache was refreshed periodically: %q", got)
+	}
+}
+
+func TestDesiredSpecPurgesWhatNoCacheWants(t *testing.T) {
+	ni := &api.NodeImages{ObjectMeta: metav1.ObjectMeta{Generation: 3}}
+	ni.Spec.Images = []api.NodeImage{{Image: "a:1", Caches: []string{"ns/x"}}, {Image: "b:1", Caches: []string{"ns/x"}}}
+	ni.Spec.Purge = []api.NodeImage{{Image: "old:1"}, {Image: "gone:1"}}
+	ni.Status.Agent = &api.AgentStatus{ObservedGeneration: 3}
+	ni.Status.Images = []api.ImagePresence{{Image: "gone:1", Present: false}, {Image: "old:1", Present: true}}
+	want := map[string][]string{"a:1": {"ns/x", "ns/y"}}
+	alive := agentView{alive: true, observed: 3, generation: 3, presence: map[string]api.ImagePresence{
+		"gone:1": {Image: "gone:1"}, "old:1": {Image: "old:1", Present: true}}}
+	got := desiredSpec(ni, want, alive)
+	wantSpec := api.NodeImagesSpec{
+		Images: []api.NodeImage{{Image: "a:1", Caches: []string{"ns/x", "ns/y"}}},
+		Purge:  []api.NodeImage{{Image: "b:1", Caches: []string{"ns/x"}}, {Image: "old:1"}},
+	}
+	if diff := cmp.Diff(wantSpec, got); diff != "" {
+		t.Errorf("spec (-want +got):\n%s", diff)
+	}
+	if got := desiredSpec(ni, want, agentView{}); len(got.Purge) != 0 {
+		t.Errorf("without an agent nothing can purge, got purge list %v", got.Purge)
+	}
+}
+
+func TestPodNamesAreDeterministicAndDistinct(t *testing.T) {
+	ic := &api.ImageCache{ObjectMeta: metav1.ObjectMeta{Name: "a-very-long-image-cache-name-that-goes-on-and-on-and-on", UID: "u1"}}
+	a := podName(ic, "b1", "n1", "img:1")
+	if a != podName(ic, "b1", "n1", "img:1") {
+		t.Error("same inputs, different names")
+	}
+	seen := map[string]bool{a: true}
+	for _, other := range []string{podName(ic, "b2", "n1", "img:1"), podName(ic, "b1", "n2", "img:1"), podName(ic, "b1", "n1", "img:2")} {
+		if seen[other] {
+			t.Errorf("collision: %s", other)
+		}
+		seen[other] = true
+	}
+	if len(a) > 63 {
+		t.Errorf("name %q is %d long", a, len(a))
+	}
+}

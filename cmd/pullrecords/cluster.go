@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/pullrecords/pullrecords/cluster/agent"
+	"github.com/pullrecords/pullrecords/cluster/controller"
+	"github.com/pullrecords/pullrecords/cri"
+)
+
+// clusterClientOptions are the API server flags of controller and agent.
+type clusterClientOptions struct {
+	kubeconfig string
+	qps        float32
+	burst      int
+}
+
+func (o *clusterClientOptions) addFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; empty uses the pod's service account (in-cluster)")
+	cmd.Flags().Float32Var(&o.qps, "kube-api-qps", 50, "API requests per second (client-side limit)")
+	cmd.Flags().IntVar(&o.burst, "kube-api-burst", 100, "API request burst (client-side limit)")
+}
+
+func (o *clusterClientOptions) config() (*rest.Config, error) {
+	var (
+		cfg *rest.Config
+		err error
+	)
+	if o.kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: API server configuration: %v", errUsage, err)
+	}
+	cfg.QPS, cfg.Burst = o.qps, o.burst
+	cfg.UserAgent = "pullrecords/" + version
+	return cfg, nil
+}
+
+// signalContext is cancelled by SIGINT or SIGTERM.
+func signalContext(g *globalOptions) (context.Context, context.CancelFunc) {
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	return klog.NewContext(ctx, g.logger()), cancel
+}
+
+func newControllerCmd(g *globalOptions) *cobra.Command {
+	var (
+		client   clusterClientOptions
+		cfg      controller.Config
+		ns, id   string
+		leaderOn bool
+	)
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "Run the cluster image cache controller (kube-fledged's ImageCache resources)",
+		Long: `controller serves kube-fledged's ImageCache resources (kubefledged.io/v1alpha2):
+for each (node, image) a cache's action covers it has the kubelet itself pull the
+image through a short-lived pod bound to the node that carries the cache's pull
+secrets, so the kubelet checks and records the credential (KEP-2535) and only pods
+holding the secret may use the image. Results go to one NodeImages object per node
+and are aggregated into each ImageCache's status. It refuses to start while a
+kube-fledged controller runs. Replicas elect one leader through a Lease.
+Deploy it with deploy/cluster (see the README's "Cluster" section).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			rc, err := client.config()
+			if err != nil {
+				return err
+			}
+			if cfg.Kube, err = kubernetes.NewForConfig(rc); err != nil {
+				return err
+			}
+			if cfg.Dynamic, err = dynamic.NewForConfig(rc); err != nil {
+				return err
+			}
+			c, err := controller.New(cfg)
+			if err != nil {
+				return fmt.Errorf("%w: %v", errUsage, err)
+			}
+			ctx, cancel := signalContext(g)
+			defer cancel()
+			if !leaderOn {
+				return c.Run(ctx)
+			}
+			if id == "" {
+				id, _ = os.Hostname()
+			}
+			err = c.RunWithLeaderElection(ctx, controller.LeaderElection{Namespace: ns, Identity: id})
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		},
+	}
+	client.addFlags(cmd)
+	f := cmd.Flags()
+	f.StringVar(&cfg.NoopImage, "noop-image", "", "this project's image, holding /pullrecords-noop, which pre-pull pods copy in and run (required)")
+	f.StringVar(&cfg.PriorityClassName, "priority-class-name", "", "priorityClassName of pre-pull pods")
+	f.DurationVar(&cfg.PullDeadline, "image-pull-deadline-duration", 5*time.Minute, "how long one pre-pull may take before it fails")
+	f.DurationVar(&cfg.RefreshInterval, "image-cache-refresh-frequency", 15*time.Minute, "re-check every cache this long after its last action; 0 disables")
+	f.IntVar(&cfg.MaxInFlightPerNode, "max-prepulls-per-node", 2, "pre-pull pods at once on one node")
+	f.IntVar(&cfg.MaxInFlight, "max-prepulls", 200, "pre-pull pods at once in the cluster")
+	f.DurationVar(&cfg.AgentTimeout, "agent-timeout", 3*time.Minute, "an agent silent this long is not trusted; the node's status is used instead")
+	f.IntVar(&cfg.MaxImageFsUsedPercent, "max-imagefs-used-percent", 85, "skip pulls on nodes whose image filesystem is fuller (100: never skip)")
+	f.BoolVar(&leaderOn, "leader-elect", true, "elect one leader among replicas through a Lease")
+	f.StringVar(&ns, "leader-elect-namespace", envOr("POD_NAMESPACE", "pullrecords-system"), "namespace of the Lease")
+	f.StringVar(&id, "leader-elect-identity", os.Getenv("POD_NAME"), "this replica's identity (default: the host name)")
+	return cmd
+}
+
+func newAgentCmd(g *globalOptions) *cobra.Command {
+	var (
+		client   clusterClientOptions
+		cfg      agent.Config
+		endpoint string
+	)
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run the node agent: exact image presence through the CRI, and purges",
+		Long: `agent runs on every node (a DaemonSet). It reads its node's NodeImages object,
+asks the runtime through the CRI whether each image there is present (ImageStatus,
+an exact answer rather than the 50 images of the node status), removes the images
+listed for purge (RemoveImage), and reports presence and image filesystem use on
+that object. It reads no Secrets and writes nothing on the node's filesystem.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.NodeName == "" {
+				return usageErrorf("--node-name (or env NODE_NAME) is required")
+			}
+			rc, err := client.config()
+			if err != nil {
+				return err
+			}
+			if cfg.Dynamic, err = dynamic.NewForConfig(rc); err != nil {
+				return err
+			}
+			ctx, cancel := signalContext(g)
+			defer cancel()
+			svc, err := cri.Dial(ctx, endpoint)
+			if err != nil {
+				return err
+			}
+			defer svc.Close()
+			cfg.Runtime = svc
+			a, err := agent.New(cfg)
+			if err != nil {
+				return fmt.Errorf("%w: %v", errUsage, err)
+			}
+			err = a.Run(ctx)
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		},
+	}
+	client.addFlags(cmd)
+	f := cmd.Flags()
+	f.StringVar(&cfg.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (env NODE_NAME)")
+	f.StringVar(&endpoint, "runtime-endpoint", "unix:///run/containerd/containerd.sock", "the CRI endpoint")
+	f.DurationVar(&cfg.ResyncInterval, "resync-interval", time.Minute, "heartbeat and full re-check period")
+	f.StringVar(&cfg.ImageFsPath, "imagefs-path", "", "a path on the image filesystem to measure its size (default: the mount point the runtime reports)")
+	return cmd
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
