@@ -20,6 +20,14 @@ if [ -x "${out}/kube-apiserver" ] && [ -x "${out}/etcd" ] && [ -x "${out}/kubele
 	exit 0
 fi
 mkdir -p "${root}"
+# One build at a time (test binaries of several packages may ask at once);
+# whoever waited finds the finished set.
+exec 9>"${root}/.lock"
+flock 9
+if [ -x "${out}/kube-apiserver" ] && [ -x "${out}/etcd" ] && [ -x "${out}/kubelet" ]; then
+	echo "${out}"
+	exit 0
+fi
 tmp=$(mktemp -d "${root}/build.XXXXXX")
 trap 'rm -rf "${tmp}"' EXIT
 

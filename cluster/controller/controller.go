@@ -173,7 +173,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer c.podInformers.Shutdown()
 	defer c.dynInformers.Shutdown()
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return fmt.Errorf("waiting for informers: %w", ctx.Err())
+		return nil // stopped before it started: ctx is done
 	}
 	logger.Info("Controller started", "cacheWorkers", c.cfg.CacheWorkers, "nodeWorkers", c.cfg.NodeWorkers)
 	var wg sync.WaitGroup
@@ -203,7 +203,9 @@ func (c *Controller) work(ctx context.Context, q workqueue.TypedRateLimitingInte
 		after, err := sync(ctx, key)
 		switch {
 		case err != nil:
-			klog.FromContext(ctx).Error(err, "Sync failed; retrying", "key", key)
+			if ctx.Err() == nil {
+				klog.FromContext(ctx).Error(err, "Sync failed; retrying", "key", key)
+			}
 			q.AddRateLimited(key)
 		default:
 			q.Forget(key)

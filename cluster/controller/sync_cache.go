@@ -87,7 +87,7 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 			results = append(results, *res)
 			continue
 		}
-		if wait == inFlightWait {
+		if wait.pod {
 			inFlight++
 		}
 		if later == 0 || (wait.after > 0 && wait.after < later) {
