@@ -65,7 +65,7 @@ type resultKey struct{ cache, image string }
 
 type pendingResult struct {
 	result api.NodeResult
-	pod   string // namespace/name of the pod to delete once written; "" if none
+	pod    string // namespace/name of the pod to delete once written; "" if none
 }
 
 type createdPod struct {
@@ -178,10 +178,14 @@ func (c *Controller) Run(ctx context.Context) error {
 	logger.Info("Controller started", "cacheWorkers", c.cfg.CacheWorkers, "nodeWorkers", c.cfg.NodeWorkers)
 	var wg sync.WaitGroup
 	for i := 0; i < c.cfg.CacheWorkers; i++ {
-		wg.Go(func() { wait.UntilWithContext(ctx, func(ctx context.Context) { c.work(ctx, c.cacheQueue, c.syncCache) }, time.Second) })
+		wg.Go(func() {
+			wait.UntilWithContext(ctx, func(ctx context.Context) { c.work(ctx, c.cacheQueue, c.syncCache) }, time.Second)
+		})
 	}
 	for i := 0; i < c.cfg.NodeWorkers; i++ {
-		wg.Go(func() { wait.UntilWithContext(ctx, func(ctx context.Context) { c.work(ctx, c.nodeQueue, c.syncNode) }, time.Second) })
+		wg.Go(func() {
+			wait.UntilWithContext(ctx, func(ctx context.Context) { c.work(ctx, c.nodeQueue, c.syncNode) }, time.Second)
+		})
 	}
 	<-ctx.Done()
 	c.cacheQueue.ShutDown()

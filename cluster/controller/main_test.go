@@ -304,4 +304,6 @@ func (e *env) managedPods() []corev1.Pod {
 	return pods.Items
 }
 
-func unstructuredName(u *unstructured.Unstructured) string { return u.GetNamespace() + "/" + u.GetName() }
+func unstructuredName(u *unstructured.Unstructured) string {
+	return u.GetNamespace() + "/" + u.GetName()
+}
