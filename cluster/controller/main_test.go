@@ -52,6 +52,9 @@ func install(t *testing.T) {
 			repoFile("deploy", "cluster", "namespace.yaml"),
 			repoFile("deploy", "cluster", "rbac.yaml"),
 			repoFile("deploy", "cluster", "admission.yaml"))
+		if err == nil {
+			err = waitForPolicies(ctx)
+		}
 	})
 	if err != nil {
 		t.Fatalf("installing the manifests: %v", err)
@@ -306,4 +309,29 @@ func (e *env) managedPods() []corev1.Pod {
 
 func unstructuredName(u *unstructured.Unstructured) string {
 	return u.GetNamespace() + "/" + u.GetName()
+}
+
+// waitForPolicies waits until the API server enforces the admission
+// policies: it loads new ones asynchronously, about a second after they are
+// created. The probe is a dry-run pod the controller may not create.
+func waitForPolicies(ctx context.Context) error {
+	s := apiservertest.Current()
+	cfg, err := s.ServiceAccountConfig(ctx, "pullrecords-system", "pullrecords-controller", "")
+	if err != nil {
+		return err
+	}
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	probe := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "policy-probe", Namespace: "pullrecords-system"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x:1"}}}}
+	for {
+		_, err := kube.CoreV1().Pods("pullrecords-system").Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil && strings.Contains(err.Error(), "controlled by an ImageCache") {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("admission policies not enforced (last probe: %v): %w", err, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
