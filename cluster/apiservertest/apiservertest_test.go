@@ -428,3 +428,20 @@ func TestStartFailure(t *testing.T) {
 		}
 	}
 }
+
+func TestBinDirFromEnv(t *testing.T) {
+	dir, err := apiservertest.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"kube-apiserver", "etcd", "kubelet"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Error(err)
+		}
+	}
+	empty := t.TempDir()
+	t.Setenv("PULLRECORDS_K8S_BIN", empty)
+	if _, err := apiservertest.BinDir(); err == nil || !strings.Contains(err.Error(), empty) || !strings.Contains(err.Error(), "PULLRECORDS_K8S_BIN") {
+		t.Errorf("BinDir with an empty directory: err = %v", err)
+	}
+}
