@@ -1,6 +1,7 @@
 package apiservertest_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -400,7 +401,8 @@ func TestStartFailure(t *testing.T) {
 	t.Setenv("PULLRECORDS_TEST_PIDFILE", pidFile)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := apiservertest.Start(ctx, apiservertest.Options{ExtraAPIServerFlags: []string{"--no-such-flag=1"}})
+	var logs bytes.Buffer
+	s, err := apiservertest.Start(ctx, apiservertest.Options{ExtraAPIServerFlags: []string{"--no-such-flag=1"}, LogWriter: &logs})
 	if err == nil {
 		s.Stop()
 		t.Fatal("Start with a bad flag succeeded")
@@ -409,6 +411,9 @@ func TestStartFailure(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %q:\n%v", want, err)
 		}
+	}
+	if !strings.Contains(logs.String(), "no-such-flag") {
+		t.Errorf("LogWriter did not get the apiserver's output:\n%s", logs.String())
 	}
 	b, err := os.ReadFile(pidFile)
 	if err != nil {
