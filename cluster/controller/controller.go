@@ -290,7 +290,7 @@ func (c *Controller) nodeImagesChanged(obj any) {
 			for _, key := range img.Caches {
 				if !seen[key] {
 					seen[key] = true
-					c.cacheQueue.Add(key)
+					c.cacheQueue.AddAfter(key, batchDelay)
 				}
 			}
 		}
@@ -340,7 +340,7 @@ func (c *Controller) podChanged(obj any) {
 	delete(c.created, pod.Namespace+"/"+pod.Name)
 	c.mu.Unlock()
 	if key := pod.Annotations[cacheAnno]; key != "" {
-		c.cacheQueue.Add(key)
+		c.cacheQueue.AddAfter(key, batchDelay)
 	}
 }
 

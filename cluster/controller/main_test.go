@@ -40,7 +40,7 @@ var installOnce sync.Once
 
 // install applies the CRDs and the deploy manifests (namespace, RBAC,
 // admission policies) once per test binary: what a cluster admin applies.
-func install(t *testing.T) {
+func install(t testing.TB) {
 	t.Helper()
 	var err error
 	installOnce.Do(func() {
@@ -64,7 +64,7 @@ func install(t *testing.T) {
 // env is one test's cluster: its own namespace, nodes and selector label,
 // a stand-in kubelet and a controller running under its RBAC identity.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	ctx     context.Context
 	admin   kubernetes.Interface
 	dyn     dynamic.Interface
@@ -79,16 +79,25 @@ type env struct {
 	done     chan error
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvNamed(t, t.Name()) }
+
+// newBenchEnv is newEnv for a benchmark run; suffix tells runs apart (a
+// namespace is never finalized here, so names are not reused).
+func newBenchEnv(b *testing.B, suffix string) *env {
+	return newEnvNamed(b, fmt.Sprintf("%s-%s-%d", b.Name(), suffix, time.Now().UnixNano()%1e6))
+}
+
+func newEnvNamed(t testing.TB, name string) *env {
 	t.Helper()
 	install(t)
 	s := apiservertest.Current()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	name = strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(name))
 	if len(name) > 40 {
-		name = name[:40]
+		name = name[len(name)-40:]
 	}
+	name = strings.Trim(name, "-")
 	e := &env{t: t, ctx: ctx, admin: kubernetes.NewForConfigOrDie(s.Admin), dyn: dynamic.NewForConfigOrDie(s.Admin),
 		ns: name, label: "test-" + name, password: map[string]string{"regcred": "ok"}}
 	if _, err := e.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}, metav1.CreateOptions{}); err != nil {
@@ -292,7 +301,7 @@ func (e *env) waitDone(name string, reason string) *api.ImageCache {
 			return last
 		}
 		if time.Now().After(deadline) {
-			e.t.Fatalf("cache %s never finished a %s action; last status %+v", name, reason, st)
+			e.t.Fatalf("cache %s never finished a %s action; last status %+v counts %+v", name, reason, st, st.Counts)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -140,7 +140,7 @@ func TestAggregateCapsFailuresAndKeepsCounts(t *testing.T) {
 		}
 		results = append(results, imagecache.ImageWorkResult{Request: req, Status: st, Reason: "ErrImagePull", Message: "401"})
 	}
-	st := aggregate(ic, reqs, results, 0, 10)
+	st := aggregate(ic, reqs, results, 0, 0, 10)
 	if st.Status != api.ActionStatusFailed {
 		t.Errorf("status %q, want Failed", st.Status)
 	}
@@ -152,11 +152,14 @@ func TestAggregateCapsFailuresAndKeepsCounts(t *testing.T) {
 		t.Errorf("counts (-want +got):\n%s", diff)
 	}
 
-	st = aggregate(ic, reqs, results[:10], 3, 10)
+	st = aggregate(ic, reqs, results[:10], 3, 0, 10)
 	if st.Status != api.ActionStatusProcessing || st.Counts.InFlight != 3 {
 		t.Errorf("partial results: %q inFlight %d, want Processing 3", st.Status, st.Counts.InFlight)
 	}
-	st = aggregate(ic, nil, nil, 0, 10)
+	if st := aggregate(ic, reqs, results, 0, 1, 10); st.Status != api.ActionStatusProcessing {
+		t.Errorf("with a result not yet written to its node: %q, want Processing", st.Status)
+	}
+	st = aggregate(ic, nil, nil, 0, 0, 10)
 	if st.Status != api.ActionStatusNoImagesPulledOrDeleted {
 		t.Errorf("no requests: %q", st.Status)
 	}

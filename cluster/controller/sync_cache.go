@@ -30,6 +30,12 @@ func everything() labels.Selector { return labels.Everything() }
 // capacity is looked at again (events usually wake it sooner).
 const waitForReport = 2 * time.Second
 
+// batchDelay gathers the events of one round (pods finishing, results
+// decided) into one sync of the cache and one write per node: a cache
+// sync looks at every (node, image) of the cache, so running it once per
+// event would cost the square of the cache's size.
+const batchDelay = 200 * time.Millisecond
+
 // syncCache moves one ImageCache forward: it starts a new action when one
 // is due, decides a result for every (node, image) of the current action
 // that has none (present already, pulled by a pod, failed, or purged),
@@ -78,8 +84,16 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 		inFlight int
 		later    time.Duration
 	)
+	states := map[string]*nodeState{} // each node's object and agent, read once per sync
+	budget := c.newBudget(now)
 	for _, req := range reqs {
-		res, wait, err := c.decide(ctx, &ic, req, byName[req.Node], now)
+		ns, ok := states[req.Node]
+		if !ok {
+			ni := c.nodeImagesOf(req.Node)
+			ns = &nodeState{node: byName[req.Node], ni: ni, agent: c.agentView(ni, now)}
+			states[req.Node] = ns
+		}
+		res, wait, err := c.decide(ctx, &ic, req, ns, budget, now)
 		if err != nil {
 			return 0, err
 		}
@@ -94,8 +108,14 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 			later = wait.after
 		}
 	}
-	final := inFlight == 0 && len(results) == len(reqs)
-	status := aggregate(&ic, reqs, results, inFlight, c.cfg.FailuresPerImage)
+	// The action is over once every result is written to its node's
+	// object, so whoever reads a final status finds the results there.
+	unwritten := c.unwritten(cacheKey(&ic), states)
+	final := inFlight == 0 && len(results) == len(reqs) && unwritten == 0
+	if unwritten > 0 && later == 0 {
+		later = 2 * batchDelay
+	}
+	status := aggregate(&ic, reqs, results, inFlight, unwritten, c.cfg.FailuresPerImage)
 	if final {
 		if err := c.finishAction(ctx, &ic, status, now); err != nil {
 			return 0, err
@@ -181,9 +201,9 @@ func (c *Controller) startAction(ctx context.Context, ic *api.ImageCache, reason
 }
 
 // decide returns the request's result when it has one, or why it waits.
-func (c *Controller) decide(ctx context.Context, ic *api.ImageCache, req imagecache.ImageWorkRequest, node *corev1.Node, now time.Time) (*imagecache.ImageWorkResult, waitKind, error) {
+func (c *Controller) decide(ctx context.Context, ic *api.ImageCache, req imagecache.ImageWorkRequest, ns *nodeState, budget *budget, now time.Time) (*imagecache.ImageWorkResult, waitKind, error) {
 	key := resultKey{cache: cacheKey(ic), image: req.Image}
-	ni := c.nodeImagesOf(req.Node)
+	ni, node, agent := ns.ni, ns.node, ns.agent
 	if r, ok := c.knownResult(ni, req.Node, key, ic); ok {
 		return r, waitKind{}, nil
 	}
@@ -196,7 +216,7 @@ func (c *Controller) decide(ctx context.Context, ic *api.ImageCache, req imageca
 		return &imagecache.ImageWorkResult{Request: req, Status: status, Reason: reason, Message: message, Finished: now}, waitKind{}, nil
 	}
 	if req.WorkType == imagecache.WorkTypePurge {
-		return c.decidePurge(ni, req, now, result)
+		return c.decidePurge(ni, agent, req, result)
 	}
 	pod, err := c.pods.Pods(ic.Namespace).Get(podName(ic, ic.Status.Batch, req.Node, req.Image))
 	switch {
@@ -209,7 +229,6 @@ func (c *Controller) decide(ctx context.Context, ic *api.ImageCache, req imageca
 	case !apierrors.IsNotFound(err):
 		return nil, waitKind{}, err
 	}
-	agent := c.agentView(ni, now)
 	if agent.alive && !agent.reported(req.Image) {
 		c.nodeQueue.Add(req.Node) // make sure the image is in the node's spec
 		return nil, waitKind{after: waitForReport}, nil
@@ -226,7 +245,7 @@ func (c *Controller) decide(ctx context.Context, ic *api.ImageCache, req imageca
 			return result(imagecache.StatusAlreadyPulled, "", "listed in the node's status", "")
 		}
 	}
-	if !c.capacity(req.Node) {
+	if !budget.take(req.Node) {
 		return nil, waitKind{after: waitForReport}, nil
 	}
 	if err := c.createPod(ctx, c.prepullPod(ic, req)); err != nil {
@@ -236,9 +255,8 @@ func (c *Controller) decide(ctx context.Context, ic *api.ImageCache, req imageca
 }
 
 // decidePurge decides a purge request from the agent's report.
-func (c *Controller) decidePurge(ni *api.NodeImages, req imagecache.ImageWorkRequest, now time.Time,
+func (c *Controller) decidePurge(ni *api.NodeImages, agent agentView, req imagecache.ImageWorkRequest,
 	result func(imagecache.ImageWorkStatus, string, string, string) (*imagecache.ImageWorkResult, waitKind, error)) (*imagecache.ImageWorkResult, waitKind, error) {
-	agent := c.agentView(ni, now)
 	if !agent.alive {
 		return result(imagecache.StatusFailed, "NoAgent", "no pullrecords agent reports from this node, so nothing can remove the image there", "")
 	}
@@ -303,6 +321,22 @@ func (c *Controller) knownResult(ni *api.NodeImages, node string, key resultKey,
 	}, true
 }
 
+// unwritten counts the cache's results not yet written to the nodes'
+// objects.
+func (c *Controller) unwritten(cache string, nodes map[string]*nodeState) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for node := range nodes {
+		for k := range c.pending[node] {
+			if k.cache == cache {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 func (c *Controller) addPending(node string, key resultKey, r api.NodeResult, pod string) {
 	c.mu.Lock()
 	if c.pending[node] == nil {
@@ -310,7 +344,8 @@ func (c *Controller) addPending(node string, key resultKey, r api.NodeResult, po
 	}
 	c.pending[node][key] = pendingResult{result: r, pod: pod}
 	c.mu.Unlock()
-	c.nodeQueue.Add(node)
+	// A little later: the node's other results of this round join the write.
+	c.nodeQueue.AddAfter(node, batchDelay)
 }
 
 func (c *Controller) nodeImagesOf(node string) *api.NodeImages {
@@ -367,28 +402,51 @@ func (v agentView) reported(image string) bool {
 
 func (v agentView) present(image string) bool { return v.reported(image) && v.presence[image].Present }
 
-// capacity reports whether one more pre-pull pod may start on node.
-func (c *Controller) capacity(node string) bool {
-	onNode, err := c.podIndex.ByIndex(podsByNodeIndex, node)
-	if err != nil {
-		return false
-	}
-	total := len(c.podIndex.List())
+// nodeState is what one sync knows of a node.
+type nodeState struct {
+	node  *corev1.Node
+	ni    *api.NodeImages
+	agent agentView
+}
+
+// budget is the room for new pre-pull pods during one sync: the in-flight
+// limits minus the pods that exist (the informer's) or were just created
+// (not yet in the informer).
+type budget struct {
+	c       *Controller
+	total   int
+	perNode map[string]int
+	counted map[string]bool // perNode includes the informer's pods
+}
+
+func (c *Controller) newBudget(now time.Time) *budget {
+	b := &budget{c: c, total: len(c.podIndex.ListKeys()), perNode: map[string]int{}, counted: map[string]bool{}}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := c.cfg.Clock.Now()
-	perNode := len(onNode)
 	for name, p := range c.created {
 		if now.Sub(p.at) > time.Minute { // the informer missed it; stop counting it
 			delete(c.created, name)
 			continue
 		}
-		total++
-		if p.node == node {
-			perNode++
-		}
+		b.total++
+		b.perNode[p.node]++
 	}
-	return perNode < c.cfg.MaxInFlightPerNode && total < c.cfg.MaxInFlight
+	return b
+}
+
+// take reserves room for one pod on node, or reports that there is none.
+func (b *budget) take(node string) bool {
+	if !b.counted[node] {
+		keys, _ := b.c.podIndex.IndexKeys(podsByNodeIndex, node)
+		b.perNode[node] += len(keys)
+		b.counted[node] = true
+	}
+	if b.perNode[node] >= b.c.cfg.MaxInFlightPerNode || b.total >= b.c.cfg.MaxInFlight {
+		return false
+	}
+	b.perNode[node]++
+	b.total++
+	return true
 }
 
 func (c *Controller) createPod(ctx context.Context, pod *corev1.Pod) error {
@@ -442,7 +500,7 @@ func (c *Controller) deletePod(ctx context.Context, ns, name string, uid types.U
 // failed or unknown result, each listed under its image with node, reason
 // and message, capped per image) or NoImagesPulledOrDeleted (no node
 // matched).
-func aggregate(ic *api.ImageCache, reqs []imagecache.ImageWorkRequest, results []imagecache.ImageWorkResult, inFlight, perImage int) api.ImageCacheStatus {
+func aggregate(ic *api.ImageCache, reqs []imagecache.ImageWorkRequest, results []imagecache.ImageWorkResult, inFlight, unwritten, perImage int) api.ImageCacheStatus {
 	st := ic.Status
 	st.Failures = nil
 	counts := &api.ResultCounts{Desired: int32(len(reqs)), InFlight: int32(inFlight)}
@@ -479,7 +537,7 @@ func aggregate(ic *api.ImageCache, reqs []imagecache.ImageWorkRequest, results [
 	done := int(counts.Succeeded + counts.AlreadyPulled + counts.Failed + counts.Unknown)
 	purge := st.Reason == api.ReasonImageCachePurge
 	switch {
-	case done < len(reqs):
+	case done < len(reqs) || unwritten > 0:
 		st.Status = api.ActionStatusProcessing
 		st.Message = processingMessages[st.Reason]
 		st.CompletionTime = nil

@@ -1,0 +1,101 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/pullrecords/pullrecords/cluster/api"
+	"github.com/pullrecords/pullrecords/cluster/controller"
+)
+
+// benchQPS is the controller's client-side limit in the benchmark: the
+// command's default (--kube-api-qps).
+var benchQPS float32 = 1000
+
+// countingTransport counts the controller's API requests by verb.
+type countingTransport struct {
+	next  http.RoundTripper
+	mu    sync.Mutex
+	verbs map[string]int
+	total atomic.Int64
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	watch := strings.Contains(r.URL.RawQuery, "watch=true")
+	if !watch {
+		c.total.Add(1)
+		c.mu.Lock()
+		c.verbs[r.Method]++
+		c.mu.Unlock()
+	}
+	return c.next.RoundTrip(r)
+}
+
+// BenchmarkScale500Nodes10Images: one ImageCache of 10 images over 500
+// simulated nodes (Node objects; the stand-in kubelet marks each pre-pull
+// pod succeeded as the node's kubelet would), against the real API server
+// and etcd, with the controller under its own RBAC identity and the
+// command's default client limits (200 QPS, burst 400) and in-flight
+// limits. Reported: seconds until the cache is Succeeded with all 5,000
+// results, the controller's API requests per (node, image), and the test
+// process's heap after the run (controller plus stand-in).
+func BenchmarkScale500Nodes10Images(b *testing.B) {
+	const nodes, images = 500, 10
+	for i := 0; i < b.N; i++ {
+		func() {
+			e := newBenchEnv(b, fmt.Sprintf("scale%d", i))
+			for n := 0; n < nodes; n++ {
+				e.addNode(fmt.Sprintf("n%03d", n), true)
+			}
+			counter := &countingTransport{verbs: map[string]int{}}
+			cfg := rest.CopyConfig(e.ctlCfg)
+			cfg.QPS, cfg.Burst = benchQPS, 2*int(benchQPS)
+			cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
+			c, err := controller.New(controller.Config{Kube: kubernetes.NewForConfigOrDie(cfg), Dynamic: dynamic.NewForConfigOrDie(cfg),
+				NoopImage: "registry.test/pullrecords:test", RefreshInterval: -1, PullDeadline: 10 * time.Minute})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(e.ctx)
+			done := make(chan error, 1)
+			go func() { done <- c.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+			var imgs []string
+			for k := 0; k < images; k++ {
+				imgs = append(imgs, fmt.Sprintf("registry.test/public/app%d:1", k))
+			}
+			time.Sleep(time.Second) // informers synced before the clock starts
+			before := counter.total.Load()
+			start := time.Now()
+			e.applyCache("big", fmt.Sprintf("  cacheSpec:\n  - images: [%s]\n    nodeSelector: {%s: \"yes\"}\n", strings.Join(imgs, ", "), e.label))
+			ic := e.waitDone("big", api.ReasonImageCacheCreate)
+			elapsed := time.Since(start)
+			if ic.Status.Status != api.ActionStatusSucceeded || ic.Status.Counts.Succeeded != nodes*images {
+				b.Fatalf("status %+v counts %+v", ic.Status.Status, ic.Status.Counts)
+			}
+			e.waitFor("every pre-pull pod deleted", func() bool { return len(e.managedPods()) == 0 })
+			requests := counter.total.Load() - before
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			b.ReportMetric(elapsed.Seconds(), "s-to-converge")
+			b.ReportMetric(float64(requests)/float64(nodes*images), "requests/pair")
+			b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MiB")
+			counter.mu.Lock()
+			b.Logf("%d requests by verb %v; %d stand-in status writes", requests, counter.verbs, e.kubelet.Written.Load())
+			counter.mu.Unlock()
+		}()
+	}
+	b.StopTimer()
+}
