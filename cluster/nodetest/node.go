@@ -284,6 +284,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   disable_apparmor = true
   restrict_oom_score_adj = true
   enable_selinux = false
+  netns_mounts_under_state_dir = true
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
   [plugins."io.containerd.grpc.v1.cri".containerd]
@@ -548,8 +549,18 @@ func (n *Node) Stop() {
 	if _, err := net.InterfaceByName(n.bridge); err == nil {
 		_ = exec.Command("ip", "link", "delete", n.bridge).Run()
 	}
-	for _, cg := range cgroups {
-		_ = syscall.Rmdir(cg)
+	// A cgroup whose last process was just killed can stay busy briefly.
+	for i := 0; i < 50 && len(cgroups) > 0; i++ {
+		var busy []string
+		for _, cg := range cgroups {
+			if err := syscall.Rmdir(cg); err != nil && !errors.Is(err, syscall.ENOENT) {
+				busy = append(busy, cg)
+			}
+		}
+		cgroups = busy
+		if len(busy) > 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 	if ents, err := os.ReadDir("/var/log/containers"); err == nil {
 		for _, e := range ents {
