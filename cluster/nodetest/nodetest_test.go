@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -150,7 +151,7 @@ func TestTwoNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	newPod := func(ns, name, node string, secret bool) *corev1.Pod {
+	newPod := func(ns, name, node string, secret bool, args ...string) *corev1.Pod {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: corev1.PodSpec{
@@ -162,7 +163,7 @@ func TestTwoNodes(t *testing.T) {
 					Name:            "app",
 					Image:           privateImage,
 					ImagePullPolicy: corev1.PullIfNotPresent,
-					Args:            []string{"-exit-after", "0s"},
+					Args:            args,
 				}},
 			},
 		}
@@ -178,6 +179,7 @@ func TestTwoNodes(t *testing.T) {
 		})
 		return created
 	}
+	exitNow := []string{"-exit-after", "0s"}
 	// waitPod polls the pod until done says it is finished.
 	waitPod := func(n *nodetest.Node, ns, name, want string, done func(*corev1.Pod) bool) {
 		t.Helper()
@@ -216,7 +218,7 @@ func TestTwoNodes(t *testing.T) {
 	}
 
 	// (a) With the secret: pulled, run, recorded with the secret.
-	newPod("tenant-a", "with-secret", "node-a", true)
+	newPod("tenant-a", "with-secret", "node-a", true, exitNow...)
 	waitPod(a, "tenant-a", "with-secret", "Succeeded", succeeded)
 	records := pullRecords(t, a)
 	found := false
@@ -234,7 +236,7 @@ func TestTwoNodes(t *testing.T) {
 
 	// (b) Another namespace without the secret, image cached on node-a:
 	// the kubelet must not start it from the cache.
-	newPod("tenant-b", "without-secret", "node-a", false)
+	newPod("tenant-b", "without-secret", "node-a", false, exitNow...)
 	waitPod(a, "tenant-b", "without-secret", "ErrImagePull/ImagePullBackOff", pullDenied)
 
 	// (c) node-b ran nothing and has nothing pulled.
@@ -252,10 +254,122 @@ func TestTwoNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("node-a: kubelet restarted in %v", time.Since(t0).Round(time.Millisecond))
-	newPod("tenant-b", "without-secret-2", "node-a", false)
+	newPod("tenant-b", "without-secret-2", "node-a", false, exitNow...)
 	waitPod(a, "tenant-b", "without-secret-2", "ErrImagePull/ImagePullBackOff", pullDenied)
-	newPod("tenant-a", "with-secret-2", "node-a", true)
+	newPod("tenant-a", "with-secret-2", "node-a", true, exitNow...)
 	waitPod(a, "tenant-a", "with-secret-2", "Succeeded", succeeded)
+
+	// Stop cleans up a node with a container still running.
+	newPod("tenant-a", "running", "node-a", true)
+	waitPod(a, "tenant-a", "running", "Running", func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodRunning
+	})
+	socket := strings.TrimPrefix(a.CRIEndpoint, "unix://")
+	shims := pidsWithArg(socket)
+	if len(shims) == 0 {
+		t.Fatalf("node-a: no containerd shim runs with -address %s", socket)
+	}
+	podProcs := childrenOf(shims)
+	if len(podProcs) == 0 {
+		t.Fatal("node-a: the shims have no child processes although a pod runs")
+	}
+	t0 = time.Now()
+	a.Stop()
+	a.Stop() // idempotent
+	t.Logf("node-a: stopped with a pod running in %v", time.Since(t0).Round(time.Millisecond))
+	for _, pid := range append(shims, podProcs...) {
+		if alive(pid) {
+			t.Errorf("node-a: process %d (shim or pod process) alive after Stop", pid)
+		}
+	}
+	if pids := pidsWithSubstring(a.Dir); len(pids) > 0 {
+		t.Errorf("node-a: processes %v still refer to %s after Stop", pids, a.Dir)
+	}
+	if mounts, _ := os.ReadFile("/proc/self/mounts"); bytes.Contains(mounts, []byte(a.Dir)) {
+		t.Errorf("node-a: mounts under %s after Stop", a.Dir)
+	}
+	if _, err := os.Stat(a.Dir); !os.IsNotExist(err) {
+		t.Errorf("node-a: %s still exists after Stop (%v)", a.Dir, err)
+	}
+}
+
+// pidsWithArg returns the processes with arg as one of their arguments.
+func pidsWithArg(arg string) []int {
+	var out []int
+	for pid, args := range cmdlines() {
+		for _, a := range args {
+			if a == arg {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// pidsWithSubstring returns the processes with s in their command line.
+func pidsWithSubstring(s string) []int {
+	var out []int
+	for pid, args := range cmdlines() {
+		if strings.Contains(strings.Join(args, " "), s) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func cmdlines() map[int][]string {
+	out := map[int][]string{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || !alive(pid) {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && len(data) > 0 {
+			out[pid] = strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
+		}
+	}
+	return out
+}
+
+// childrenOf returns the direct children of the given processes.
+func childrenOf(parents []int) []int {
+	isParent := map[int]bool{}
+	for _, p := range parents {
+		isParent[p] = true
+	}
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, _ := statField(pid, 1); isParent[ppid] {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// statField returns field i (0: state, 1: ppid) after the command name of
+// /proc/pid/stat, as a number, and the state letter.
+func statField(pid, i int) (int, string) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1, ""
+	}
+	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+	n, _ := strconv.Atoi(f[i])
+	return n, f[0]
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	_, state := statField(pid, 0)
+	return state != "" && state != "Z" && state != "X"
 }
 
 // pullRecords returns the contents of the files under the node's
