@@ -309,7 +309,7 @@ func TestApplyErrorNamesFileAndObject(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	err := apiservertest.Apply(ctx, s.Admin, bad)
 	if err == nil {
@@ -367,15 +367,6 @@ func TestServiceAccountBoundToPod(t *testing.T) {
 	}
 	if _, err := s.ServiceAccountConfig(ctx, ns, "runner", "p2"); err == nil || !strings.Contains(err.Error(), "nodeName") {
 		t.Errorf("token bound to an unscheduled pod: err = %v", err)
-	}
-	// The bound token dies with its pod.
-	zero := int64(0)
-	if err := cs.CoreV1().Pods(ns).Delete(ctx, "p1", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
-		t.Fatal(err)
-	}
-	_, err = clientset(t, cfg).AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
-	if !apierrors.IsUnauthorized(err) {
-		t.Errorf("token of a deleted pod: err = %v, want Unauthorized", err)
 	}
 }
 
