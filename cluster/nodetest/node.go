@@ -79,6 +79,9 @@ type Node struct {
 	NodeIP      string
 	KubeletPort int
 	HealthzPort int
+	// Bridge is the node's CNI bridge interface, created by the first pod
+	// that is not on the host network.
+	Bridge string
 
 	opts        NodeOptions
 	socket      string
@@ -195,7 +198,7 @@ func StartNode(ctx context.Context, opts NodeOptions) (_ *Node, err error) {
 		opts:     opts,
 		socket:   filepath.Join(dir, "containerd", "containerd.sock"),
 		runcRoot: filepath.Join(dir, "runc"),
-		bridge:   "nt" + randHex(5),
+		Bridge:   "nt" + randHex(5),
 	}
 	n.CRIEndpoint = "unix://" + n.socket
 	defer func() {
@@ -240,10 +243,10 @@ func (n *Node) writeContainerdConfig() error {
 	}
 	conflist := map[string]any{
 		"cniVersion": "1.0.0",
-		"name":       "nodetest-" + n.Name + "-" + n.bridge,
+		"name":       "nodetest-" + n.Name + "-" + n.Bridge,
 		"plugins": []any{map[string]any{
 			"type":        "bridge",
-			"bridge":      n.bridge,
+			"bridge":      n.Bridge,
 			"isGateway":   true,
 			"ipMasq":      false,
 			"hairpinMode": true,
@@ -546,9 +549,7 @@ func (n *Node) Stop() {
 			}
 		}
 	}
-	if _, err := net.InterfaceByName(n.bridge); err == nil {
-		_ = exec.Command("ip", "link", "delete", n.bridge).Run()
-	}
+	_ = deleteLink(n.Bridge)
 	// A cgroup whose last process was just killed can stay busy briefly.
 	for i := 0; i < 50 && len(cgroups) > 0; i++ {
 		var busy []string

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -273,6 +274,9 @@ func TestTwoNodes(t *testing.T) {
 	if len(podProcs) == 0 {
 		t.Fatal("node-a: the shims have no child processes although a pod runs")
 	}
+	if _, err := net.InterfaceByName(a.Bridge); err != nil {
+		t.Errorf("node-a: bridge %s missing although a pod runs: %v", a.Bridge, err)
+	}
 	t0 = time.Now()
 	a.Stop()
 	a.Stop() // idempotent
@@ -287,6 +291,9 @@ func TestTwoNodes(t *testing.T) {
 	}
 	if mounts, _ := os.ReadFile("/proc/self/mounts"); bytes.Contains(mounts, []byte(a.Dir)) {
 		t.Errorf("node-a: mounts under %s after Stop", a.Dir)
+	}
+	if _, err := net.InterfaceByName(a.Bridge); err == nil {
+		t.Errorf("node-a: bridge %s still exists after Stop", a.Bridge)
 	}
 	if _, err := os.Stat(a.Dir); !os.IsNotExist(err) {
 		t.Errorf("node-a: %s still exists after Stop (%v)", a.Dir, err)
