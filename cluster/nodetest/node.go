@@ -62,6 +62,10 @@ type NodeOptions struct {
 	ReadyTimeout time.Duration
 	// KubeletArgs are extra kubelet flags, appended last.
 	KubeletArgs []string
+	// LogDir, if set, receives the logs <Name>-kubelet.log and
+	// <Name>-containerd.log (appended to), which then outlive Stop;
+	// otherwise they are in Dir and removed with it.
+	LogDir string
 }
 
 // Node is one running test node: a containerd of its own and a kubelet.
@@ -96,8 +100,15 @@ type Node struct {
 }
 
 // Log paths of the node's programs.
-func (n *Node) KubeletLog() string    { return filepath.Join(n.Dir, "kubelet.log") }
-func (n *Node) ContainerdLog() string { return filepath.Join(n.Dir, "containerd.log") }
+func (n *Node) KubeletLog() string    { return n.logPath("kubelet.log") }
+func (n *Node) ContainerdLog() string { return n.logPath("containerd.log") }
+
+func (n *Node) logPath(name string) string {
+	if n.opts.LogDir != "" {
+		return filepath.Join(n.opts.LogDir, n.Name+"-"+name)
+	}
+	return filepath.Join(n.Dir, name)
+}
 
 func (n *Node) logs() string {
 	return logTail(n.KubeletLog(), 40) + "\n" + logTail(n.ContainerdLog(), 25)
@@ -206,6 +217,11 @@ func StartNode(ctx context.Context, opts NodeOptions) (_ *Node, err error) {
 			n.Stop()
 		}
 	}()
+	if opts.LogDir != "" {
+		if err := os.MkdirAll(opts.LogDir, 0o755); err != nil {
+			return nil, err
+		}
+	}
 	if len(n.socket)+len(".ttrpc") >= 108 {
 		return nil, fmt.Errorf("nodetest: socket path %s too long; use a shorter ParentDir", n.socket)
 	}
