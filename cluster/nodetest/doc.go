@@ -23,7 +23,8 @@
 //     authentication with AlwaysAllow on the kubelet API), KubeletEnsure-
 //     SecretPulledImages is on by default (beta since v1.35).
 //   - Errors from StartNode, StartKubelet and StartRegistry carry the tail
-//     of the failing program's log; a failed StartNode leaves nothing behind.
+//     of the failing program's log; a failed StartNode leaves nothing behind
+//     (except the logs, when NodeOptions.LogDir asks to keep them).
 //   - Node.Stop (idempotent) stops the kubelet, then containerd, then kills
 //     the shims and pod processes of that containerd, removes their network
 //     namespaces, the node's bridge and runc cgroups, unmounts (lazily)
@@ -35,9 +36,11 @@
 //     manifest digest.
 //
 // What it does not guarantee:
-//   - It needs root, cgroup v1 or v2 with cgroupfs, the Debian packages
-//     containerd, runc, containernetworking-plugins and docker-registry, and
-//     a non-loopback IPv4 address (MachineIP) that all kubelets share.
+//   - It needs root, the Debian packages containerd (1.6, also provides
+//     ctr and the runc shim), runc, containernetworking-plugins and
+//     docker-registry, and a non-loopback IPv4 address (MachineIP) that all
+//     kubelets share. It was checked on cgroup v1 with the cgroupfs driver
+//     only (failCgroupV1 is off so that the kubelet accepts it).
 //   - Shims are not started by this package, so they are not in the PID
 //     file and survive a killed test binary; a later Stop of that node is
 //     not possible then. Pods stopped by killing the kubelet are not
