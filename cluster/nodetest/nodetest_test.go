@@ -224,7 +224,12 @@ func TestTwoNodes(t *testing.T) {
 	records := pullRecords(t, a)
 	found := false
 	for _, r := range records {
-		if strings.Contains(r, `"tenant-a"`) && strings.Contains(r, `"regcred"`) {
+		var doc any
+		if err := json.Unmarshal([]byte(r[strings.Index(r, ": ")+2:]), &doc); err != nil {
+			t.Errorf("node-a: pull record is not JSON: %v\n%s", err, r)
+			continue
+		}
+		if mentionsSecret(doc, "tenant-a", "regcred") {
 			found = true
 		}
 	}
@@ -377,6 +382,29 @@ func statField(pid, i int) (int, string) {
 func alive(pid int) bool {
 	_, state := statField(pid, 0)
 	return state != "" && state != "Z" && state != "X"
+}
+
+// mentionsSecret reports whether some JSON object in doc has "namespace"
+// ns and "name" name, as the kubelet's records of pull secrets do.
+func mentionsSecret(doc any, ns, name string) bool {
+	switch v := doc.(type) {
+	case map[string]any:
+		if v["namespace"] == ns && v["name"] == name {
+			return true
+		}
+		for _, e := range v {
+			if mentionsSecret(e, ns, name) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if mentionsSecret(e, ns, name) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // pullRecords returns the contents of the files under the node's
