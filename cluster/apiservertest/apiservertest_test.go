@@ -1,6 +1,7 @@
 package apiservertest_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -400,7 +401,8 @@ func TestStartFailure(t *testing.T) {
 	t.Setenv("PULLRECORDS_TEST_PIDFILE", pidFile)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := apiservertest.Start(ctx, apiservertest.Options{ExtraAPIServerFlags: []string{"--no-such-flag=1"}})
+	var logs bytes.Buffer
+	s, err := apiservertest.Start(ctx, apiservertest.Options{ExtraAPIServerFlags: []string{"--no-such-flag=1"}, LogWriter: &logs})
 	if err == nil {
 		s.Stop()
 		t.Fatal("Start with a bad flag succeeded")
@@ -409,6 +411,9 @@ func TestStartFailure(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %q:\n%v", want, err)
 		}
+	}
+	if !strings.Contains(logs.String(), "no-such-flag") {
+		t.Errorf("LogWriter did not get the apiserver's output:\n%s", logs.String())
 	}
 	b, err := os.ReadFile(pidFile)
 	if err != nil {
@@ -426,5 +431,22 @@ func TestStartFailure(t *testing.T) {
 		if alive(pid) {
 			t.Errorf("pid %d alive after a failed Start", pid)
 		}
+	}
+}
+
+func TestBinDirFromEnv(t *testing.T) {
+	dir, err := apiservertest.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"kube-apiserver", "etcd", "kubelet"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Error(err)
+		}
+	}
+	empty := t.TempDir()
+	t.Setenv("PULLRECORDS_K8S_BIN", empty)
+	if _, err := apiservertest.BinDir(); err == nil || !strings.Contains(err.Error(), empty) || !strings.Contains(err.Error(), "PULLRECORDS_K8S_BIN") {
+		t.Errorf("BinDir with an empty directory: err = %v", err)
 	}
 }
