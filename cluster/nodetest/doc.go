@@ -1,0 +1,58 @@
+// Package nodetest runs real Kubernetes nodes for tests on one machine: a
+// Debian containerd 1.6 of its own and a real kubelet (v1.37.2, from
+// apiservertest.BinDir) per node, registering to a real kube-apiserver
+// (package apiservertest), plus local Distribution registries
+// (docker-registry) and the image building and pushing that test images
+// need, since nothing can be pulled from the internet here.
+//
+// What it guarantees:
+//   - StartNode returns only once the Node object is Ready, read with the
+//     node's own credentials: the kubelet authenticates as system:node:<name>
+//     (group system:nodes), so the Node authorizer and NodeRestriction apply
+//     to it as in a real cluster.
+//   - Nodes are isolated from one another: each has its own directory
+//     holding the kubelet's root dir (pull records in RootDir/image_manager),
+//     cert dir and pod logs dir, and containerd's root, state, sockets, opt
+//     path, runc root, CNI bin/conf dirs and host-local IPAM data; its own
+//     kubelet and healthz ports (random free ports) and its own CNI network,
+//     bridge and random private /24 subnet. Images pulled on one node are
+//     not present on another.
+//   - The kubelet's configuration is the one the repository's facts file
+//     lists as needed on these machines (cgroup v1 allowed, cgroupfs, no QoS
+//     cgroups, no eviction, no image GC, swap allowed, anonymous
+//     authentication with AlwaysAllow on the kubelet API), KubeletEnsure-
+//     SecretPulledImages is on by default (beta since v1.35).
+//   - Errors from StartNode, StartKubelet and StartRegistry carry the tail
+//     of the failing program's log; a failed StartNode leaves nothing behind
+//     (except the logs, when NodeOptions.LogDir asks to keep them).
+//   - Node.Stop (idempotent) stops the kubelet, then containerd, then kills
+//     the shims and pod processes of that containerd, removes their network
+//     namespaces, the node's bridge and runc cgroups, unmounts (lazily)
+//     everything under the node's directory and removes it.
+//   - Every process the package starts dies with the test binary (parent
+//     death signal) and, when PULLRECORDS_TEST_PIDFILE is set, its PID is
+//     appended to that file.
+//   - PushImage is reproducible: the same files and entrypoint give the same
+//     manifest digest.
+//
+// What it does not guarantee:
+//   - It needs root, the Debian packages containerd (1.6, also provides
+//     ctr and the runc shim), runc, containernetworking-plugins and
+//     docker-registry, and a non-loopback IPv4 address (MachineIP) that all
+//     kubelets share. It was checked on cgroup v1 with the cgroupfs driver
+//     only (failCgroupV1 is off so that the kubelet accepts it).
+//   - Shims are not started by this package, so they are not in the PID
+//     file and survive a killed test binary; a later Stop of that node is
+//     not possible then. Pods stopped by killing the kubelet are not
+//     gracefully terminated.
+//   - No scheduler, controller-manager or kube-proxy runs: pods need
+//     spec.nodeName, Services do not route, and finished pods are not
+//     garbage-collected. Pod networking is a bridge without masquerading:
+//     pods reach the host and each other on the node, not the outside.
+//   - Some host state is shared between nodes and left as is: the
+//     /var/lib/kubelet/device-plugins socket, the kubelets' iptables chains,
+//     the k8s.io parent cgroups, containerd's shim socket directory.
+//   - Registries serve plain HTTP on 127.0.0.1 (containerd reaches them
+//     through the mirrors of NodeOptions.InsecureRegistries); htpasswd
+//     registries use basic auth without a token server.
+package nodetest

@@ -1,0 +1,620 @@
+package nodetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// APIServer is what a node needs of the API server it registers to;
+// *apiservertest.Server implements it.
+type APIServer interface {
+	// NodeToken returns a bearer token authenticating as system:node:<node>
+	// (group system:nodes), so that the Node authorizer applies.
+	NodeToken(node string) string
+	// WriteKubeconfig writes a kubeconfig for the server using token.
+	WriteKubeconfig(path, token string) error
+	// ConfigForToken returns a client configuration using token.
+	ConfigForToken(token string) *rest.Config
+}
+
+// NodeOptions configures StartNode.
+type NodeOptions struct {
+	// Name is the node name (kubelet --hostname-override). Required.
+	Name string
+	// Server is the API server the kubelet registers to. Required.
+	Server APIServer
+	// Kubelet is the path of the kubelet program. Required.
+	Kubelet string
+	// SandboxImage is containerd's sandbox_image: it must be pullable
+	// without credentials (a local registry; nothing else is reachable).
+	SandboxImage string
+	// InsecureRegistries are registry hosts (host:port) containerd reaches
+	// over plain HTTP.
+	InsecureRegistries []string
+	// Labels are set on the Node (kubelet --node-labels).
+	Labels map[string]string
+	// ParentDir holds the node's directory (default os.TempDir()). Keep it
+	// short: containerd's socket paths must stay under 108 bytes.
+	ParentDir string
+	// NodeIP is the kubelet's --node-ip and serving address (default
+	// MachineIP()).
+	NodeIP string
+	// ReadyTimeout bounds the wait for the Node to be Ready (default 60s).
+	ReadyTimeout time.Duration
+	// KubeletArgs are extra kubelet flags, appended last.
+	KubeletArgs []string
+	// LogDir, if set, receives the logs <Name>-kubelet.log and
+	// <Name>-containerd.log (appended to), which then outlive Stop;
+	// otherwise they are in Dir and removed with it.
+	LogDir string
+}
+
+// Node is one running test node: a containerd of its own and a kubelet.
+type Node struct {
+	Name string
+	// Dir holds everything of the node and is removed by Stop.
+	Dir string
+	// RootDir is the kubelet's --root-dir; the kubelet's pull records are
+	// under RootDir/image_manager.
+	RootDir string
+	// CRIEndpoint is containerd's CRI endpoint, unix://<socket>.
+	CRIEndpoint string
+	// NodeIP is the node's InternalIP; KubeletPort its kubelet's HTTPS port
+	// there, HealthzPort the kubelet's healthz port on 127.0.0.1.
+	NodeIP      string
+	KubeletPort int
+	HealthzPort int
+	// Bridge is the node's CNI bridge interface, created by the first pod
+	// that is not on the host network.
+	Bridge string
+
+	opts        NodeOptions
+	socket      string
+	runcRoot    string
+	bridge      string
+	kubeletArgs []string
+
+	mu         sync.Mutex
+	containerd *proc
+	kubelet    *proc
+	stopped    bool
+}
+
+// Log paths of the node's programs.
+func (n *Node) KubeletLog() string    { return n.logPath("kubelet.log") }
+func (n *Node) ContainerdLog() string { return n.logPath("containerd.log") }
+
+func (n *Node) logPath(name string) string {
+	if n.opts.LogDir != "" {
+		return filepath.Join(n.opts.LogDir, n.Name+"-"+name)
+	}
+	return filepath.Join(n.Dir, name)
+}
+
+func (n *Node) logs() string {
+	return logTail(n.KubeletLog(), 40) + "\n" + logTail(n.ContainerdLog(), 25)
+}
+
+// checkHostTools reports missing programs with the Debian packages that hold
+// them.
+func checkHostTools() error {
+	var missing []string
+	for prog, pkg := range map[string]string{"containerd": "containerd", "containerd-shim-runc-v2": "containerd", "runc": "runc"} {
+		if _, err := exec.LookPath(prog); err != nil {
+			missing = append(missing, prog+" (Debian package "+pkg+")")
+		}
+	}
+	for _, p := range []string{"bridge", "host-local", "loopback"} {
+		if _, err := os.Stat(filepath.Join("/usr/lib/cni", p)); err != nil {
+			missing = append(missing, "/usr/lib/cni/"+p+" (Debian package containernetworking-plugins)")
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return fmt.Errorf("missing on this machine: %s", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// pickSubnet returns a random 10.x.y.0/24 that overlaps no address of the
+// machine's interfaces.
+func pickSubnet() string {
+	var used []*net.IPNet
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok {
+				used = append(used, ipn)
+			}
+		}
+	}
+	for {
+		b := make([]byte, 2)
+		_, _ = rand.Read(b)
+		ip := net.IPv4(10, 200+b[0]%50, b[1], 0)
+		cand := &net.IPNet{IP: ip.To4(), Mask: net.CIDRMask(24, 32)}
+		clash := false
+		for _, u := range used {
+			if u.Contains(cand.IP) || cand.Contains(u.IP) {
+				clash = true
+			}
+		}
+		if !clash {
+			return cand.String()
+		}
+	}
+}
+
+// StartNode starts a node: its own containerd (root, state, sockets, opt
+// path, runc root, CNI bin and conf dirs with a bridge network of its own)
+// and a kubelet registering as opts.Name with the node's credentials, and
+// waits until the Node is Ready. On error everything started is stopped.
+func StartNode(ctx context.Context, opts NodeOptions) (_ *Node, err error) {
+	if opts.Name == "" || opts.Server == nil || opts.Kubelet == "" {
+		return nil, errors.New("nodetest: NodeOptions needs Name, Server and Kubelet")
+	}
+	if opts.SandboxImage == "" {
+		return nil, errors.New("nodetest: NodeOptions.SandboxImage is required (nothing else is pullable here)")
+	}
+	if err := checkHostTools(); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(opts.Kubelet); err != nil {
+		return nil, fmt.Errorf("kubelet: %w", err)
+	}
+	if opts.ReadyTimeout == 0 {
+		opts.ReadyTimeout = 60 * time.Second
+	}
+	if opts.NodeIP == "" {
+		if opts.NodeIP, err = MachineIP(); err != nil {
+			return nil, err
+		}
+	}
+	dir, err := os.MkdirTemp(opts.ParentDir, "nt-"+opts.Name+"-")
+	if err != nil {
+		return nil, err
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return nil, err
+	}
+	n := &Node{
+		Name:     opts.Name,
+		Dir:      dir,
+		RootDir:  filepath.Join(dir, "kubelet"),
+		NodeIP:   opts.NodeIP,
+		opts:     opts,
+		socket:   filepath.Join(dir, "containerd", "containerd.sock"),
+		runcRoot: filepath.Join(dir, "runc"),
+		Bridge:   "nt" + randHex(5),
+	}
+	n.CRIEndpoint = "unix://" + n.socket
+	defer func() {
+		if err != nil {
+			n.Stop()
+		}
+	}()
+	if opts.LogDir != "" {
+		if err := os.MkdirAll(opts.LogDir, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	if len(n.socket)+len(".ttrpc") >= 108 {
+		return nil, fmt.Errorf("nodetest: socket path %s too long; use a shorter ParentDir", n.socket)
+	}
+	if err := n.writeContainerdConfig(); err != nil {
+		return nil, err
+	}
+	if err := n.startContainerd(ctx); err != nil {
+		return nil, err
+	}
+	if err := n.writeKubeletConfig(); err != nil {
+		return nil, err
+	}
+	if err := n.StartKubelet(ctx); err != nil {
+		return nil, err
+	}
+	if err := n.waitReady(ctx, opts.ReadyTimeout); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *Node) writeContainerdConfig() error {
+	cd := filepath.Join(n.Dir, "containerd")
+	cniBin := filepath.Join(n.Dir, "cni", "bin")
+	cniConf := filepath.Join(n.Dir, "cni", "conf")
+	for _, d := range []string{cd, cniBin, cniConf, n.runcRoot} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	for _, p := range []string{"bridge", "host-local", "loopback"} {
+		if err := os.Symlink(filepath.Join("/usr/lib/cni", p), filepath.Join(cniBin, p)); err != nil {
+			return err
+		}
+	}
+	conflist := map[string]any{
+		"cniVersion": "1.0.0",
+		"name":       "nodetest-" + n.Name + "-" + n.Bridge,
+		"plugins": []any{map[string]any{
+			"type":        "bridge",
+			"bridge":      n.Bridge,
+			"isGateway":   true,
+			"ipMasq":      false,
+			"hairpinMode": true,
+			"ipam": map[string]any{
+				"type":    "host-local",
+				"ranges":  [][]map[string]string{{{"subnet": pickSubnet()}}},
+				"routes":  []map[string]string{{"dst": "0.0.0.0/0"}},
+				"dataDir": filepath.Join(n.Dir, "cni", "ipam"),
+			},
+		}},
+	}
+	data, err := json.MarshalIndent(conflist, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(cniConf, "10-nodetest.conflist"), data, 0o644); err != nil {
+		return err
+	}
+	var b strings.Builder
+	q := func(s string) string { return fmt.Sprintf("%q", s) }
+	fmt.Fprintf(&b, `version = 2
+root = %s
+state = %s
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+
+[grpc]
+  address = %s
+
+[ttrpc]
+  address = %s
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = %s
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %s
+  disable_cgroup = false
+  disable_apparmor = true
+  restrict_oom_score_adj = true
+  enable_selinux = false
+  netns_mounts_under_state_dir = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "native"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        Root = %s
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = %s
+    conf_dir = %s
+`, q(filepath.Join(cd, "root")), q(filepath.Join(cd, "state")), q(n.socket), q(n.socket+".ttrpc"),
+		q(filepath.Join(cd, "opt")), q(n.opts.SandboxImage), q(n.runcRoot), q(cniBin), q(cniConf))
+	for _, h := range n.opts.InsecureRegistries {
+		fmt.Fprintf(&b, "  [plugins.\"io.containerd.grpc.v1.cri\".registry.mirrors.%s]\n    endpoint = [%s]\n", q(h), q("http://"+h))
+	}
+	return os.WriteFile(filepath.Join(cd, "config.toml"), []byte(b.String()), 0o644)
+}
+
+func (n *Node) startContainerd(ctx context.Context) error {
+	p, err := startProc("containerd", n.ContainerdLog(), nil, "containerd", "--config", filepath.Join(n.Dir, "containerd", "config.toml"))
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.containerd = p
+	n.mu.Unlock()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if c, err := net.DialTimeout("unix", n.socket, time.Second); err == nil {
+			c.Close()
+			return nil
+		}
+		switch {
+		case p.exited():
+			return fmt.Errorf("node %s: containerd exited: %v\n%s", n.Name, p.err, logTail(n.ContainerdLog(), 40))
+		case ctx.Err() != nil:
+			return fmt.Errorf("node %s: waiting for containerd: %w\n%s", n.Name, ctx.Err(), logTail(n.ContainerdLog(), 40))
+		case time.Now().After(deadline):
+			return fmt.Errorf("node %s: containerd did not open %s in 30s\n%s", n.Name, n.socket, logTail(n.ContainerdLog(), 40))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (n *Node) writeKubeletConfig() error {
+	var err error
+	if n.KubeletPort, err = freePort(); err != nil {
+		return err
+	}
+	if n.HealthzPort, err = freePort(); err != nil {
+		return err
+	}
+	for _, d := range []string{n.RootDir, filepath.Join(n.Dir, "kubelet-certs"), filepath.Join(n.Dir, "pod-logs")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	kubeconfig := filepath.Join(n.Dir, "kubelet.kubeconfig")
+	if err := n.opts.Server.WriteKubeconfig(kubeconfig, n.opts.Server.NodeToken(n.Name)); err != nil {
+		return fmt.Errorf("node %s: write kubeconfig: %w", n.Name, err)
+	}
+	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+failCgroupV1: false
+cgroupDriver: cgroupfs
+failSwapOn: false
+cgroupsPerQOS: false
+enforceNodeAllocatable: []
+evictionHard:
+  memory.available: "0%%"
+  nodefs.available: "0%%"
+  nodefs.inodesFree: "0%%"
+  imagefs.available: "0%%"
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+resolvConf: ""
+readOnlyPort: 0
+localStorageCapacityIsolation: false
+authentication:
+  anonymous:
+    enabled: true
+  webhook:
+    enabled: false
+authorization:
+  mode: AlwaysAllow
+address: %q
+port: %d
+healthzBindAddress: 127.0.0.1
+healthzPort: %d
+podLogsDir: %q
+`, n.NodeIP, n.KubeletPort, n.HealthzPort, filepath.Join(n.Dir, "pod-logs"))
+	cfgPath := filepath.Join(n.Dir, "kubelet-config.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		return err
+	}
+	n.kubeletArgs = []string{
+		"--kubeconfig=" + kubeconfig,
+		"--config=" + cfgPath,
+		"--container-runtime-endpoint=" + n.CRIEndpoint,
+		"--root-dir=" + n.RootDir,
+		"--cert-dir=" + filepath.Join(n.Dir, "kubelet-certs"),
+		"--hostname-override=" + n.Name,
+		"--node-ip=" + n.NodeIP,
+		"--v=2",
+	}
+	if len(n.opts.Labels) > 0 {
+		var kv []string
+		for k, v := range n.opts.Labels {
+			kv = append(kv, k+"="+v)
+		}
+		sort.Strings(kv)
+		n.kubeletArgs = append(n.kubeletArgs, "--node-labels="+strings.Join(kv, ","))
+	}
+	n.kubeletArgs = append(n.kubeletArgs, n.opts.KubeletArgs...)
+	return nil
+}
+
+// StartKubelet starts the node's kubelet (again, after StopKubelet) and
+// waits until its healthz endpoint answers ok.
+func (n *Node) StartKubelet(ctx context.Context) error {
+	n.mu.Lock()
+	if n.stopped {
+		n.mu.Unlock()
+		return fmt.Errorf("node %s is stopped", n.Name)
+	}
+	if n.kubelet != nil && !n.kubelet.exited() {
+		n.mu.Unlock()
+		return fmt.Errorf("node %s: kubelet already running", n.Name)
+	}
+	p, err := startProc("kubelet", n.KubeletLog(), nil, n.opts.Kubelet, n.kubeletArgs...)
+	if err != nil {
+		n.mu.Unlock()
+		return err
+	}
+	n.kubelet = p
+	n.mu.Unlock()
+
+	url := fmt.Sprintf("http://127.0.0.1:%d/healthz", n.HealthzPort)
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if resp, err := client.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		switch {
+		case p.exited():
+			return fmt.Errorf("node %s: kubelet exited: %v\n%s", n.Name, p.err, n.logs())
+		case ctx.Err() != nil:
+			return fmt.Errorf("node %s: waiting for kubelet healthz: %w\n%s", n.Name, ctx.Err(), n.logs())
+		case time.Now().After(deadline):
+			return fmt.Errorf("node %s: kubelet healthz %s not ok in 60s\n%s", n.Name, url, n.logs())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// StopKubelet stops the kubelet (SIGTERM, SIGKILL after 10 s); containerd
+// and the pods' containers keep running.
+func (n *Node) StopKubelet() {
+	n.mu.Lock()
+	p := n.kubelet
+	n.mu.Unlock()
+	p.stop(10 * time.Second)
+}
+
+// waitReady waits until the Node object reports Ready, reading it with the
+// node's own credentials.
+func (n *Node) waitReady(ctx context.Context, timeout time.Duration) error {
+	cfg := rest.CopyConfig(n.opts.Server.ConfigForToken(n.opts.Server.NodeToken(n.Name)))
+	cfg.QPS, cfg.Burst = 50, 100
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	last := "not registered"
+	for {
+		node, err := cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err == nil {
+			last = "no Ready condition"
+			for _, c := range node.Status.Conditions {
+				if c.Type == corev1.NodeReady {
+					if c.Status == corev1.ConditionTrue {
+						return nil
+					}
+					last = fmt.Sprintf("Ready=%s %s: %s", c.Status, c.Reason, c.Message)
+				}
+			}
+		} else if ctx.Err() == nil {
+			last = err.Error()
+		}
+		n.mu.Lock()
+		k, c := n.kubelet, n.containerd
+		n.mu.Unlock()
+		switch {
+		case k.exited():
+			return fmt.Errorf("node %s: kubelet exited before Ready: %v\n%s", n.Name, k.err, n.logs())
+		case c.exited():
+			return fmt.Errorf("node %s: containerd exited before Ready: %v\n%s", n.Name, c.err, n.logs())
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("node %s not Ready within %v (last: %s)\n%s", n.Name, timeout, last, n.logs())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Stop stops the node and removes its directory: the kubelet, then
+// containerd, then whatever pod containers and shims of this containerd are
+// left (SIGKILL), their network namespaces, bridge and cgroups, every mount
+// under the node's directory (lazily) and the /var/log/containers links
+// into it. It is idempotent and safe on a partly started node.
+func (n *Node) Stop() {
+	n.mu.Lock()
+	if n.stopped {
+		n.mu.Unlock()
+		return
+	}
+	n.stopped = true
+	k, c := n.kubelet, n.containerd
+	n.mu.Unlock()
+
+	k.stop(10 * time.Second)
+	cgroups := n.runcCgroups()
+	shims := procsWithArg(n.socket)
+	podProcs := descendants(shims)
+	netns := map[uint64]bool{}
+	for _, pid := range podProcs {
+		var st syscall.Stat_t
+		if syscall.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st) == nil {
+			netns[st.Ino] = true
+		}
+	}
+	var hostNS syscall.Stat_t
+	if syscall.Stat("/proc/self/ns/net", &hostNS) == nil {
+		delete(netns, hostNS.Ino)
+	}
+	c.stop(10 * time.Second)
+	// Shims started after the scan above (containerd was still running).
+	shims = append(shims, procsWithArg(n.socket)...)
+	killAndWait(append(descendants(shims), podProcs...), 10*time.Second)
+	killAndWait(shims, 10*time.Second)
+
+	for _, d := range []string{"/run/netns", "/var/run/netns"} {
+		ents, _ := os.ReadDir(d)
+		for _, e := range ents {
+			p := filepath.Join(d, e.Name())
+			var st syscall.Stat_t
+			if syscall.Stat(p, &st) == nil && netns[st.Ino] {
+				_ = syscall.Unmount(p, syscall.MNT_DETACH)
+				_ = os.Remove(p)
+			}
+		}
+	}
+	_ = deleteLink(n.Bridge)
+	// A cgroup whose last process was just killed can stay busy briefly.
+	for i := 0; i < 50 && len(cgroups) > 0; i++ {
+		var busy []string
+		for _, cg := range cgroups {
+			if err := syscall.Rmdir(cg); err != nil && !errors.Is(err, syscall.ENOENT) {
+				busy = append(busy, cg)
+			}
+		}
+		cgroups = busy
+		if len(busy) > 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if ents, err := os.ReadDir("/var/log/containers"); err == nil {
+		for _, e := range ents {
+			p := filepath.Join("/var/log/containers", e.Name())
+			if t, err := os.Readlink(p); err == nil && strings.HasPrefix(t, n.Dir+"/") {
+				_ = os.Remove(p)
+			}
+		}
+	}
+	_ = unmountAll(n.Dir)
+	_ = os.RemoveAll(n.Dir)
+}
+
+// runcCgroups returns the cgroup directories runc recorded for the node's
+// containers (state.json under the node's runc root), deepest first.
+func (n *Node) runcCgroups() []string {
+	var out []string
+	_ = filepath.WalkDir(n.runcRoot, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() != "state.json" {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil
+		}
+		var st struct {
+			CgroupPaths map[string]string `json:"cgroup_paths"`
+		}
+		if json.Unmarshal(data, &st) == nil {
+			for _, cg := range st.CgroupPaths {
+				if strings.HasPrefix(cg, "/sys/fs/cgroup/") {
+					out = append(out, cg)
+				}
+			}
+		}
+		return nil
+	})
+	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	return out
+}
