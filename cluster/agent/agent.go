@@ -98,8 +98,9 @@ type Agent struct {
 	retryDelay     time.Duration     // latest retry delay; 0 after a good round
 
 	// afterRound, if set (tests), is called at the end of every round with
-	// whether it wrote the status.
-	afterRound func(wrote bool)
+	// the resourceVersion of the object the round worked on ("" when there
+	// was none) and whether it wrote the status.
+	afterRound func(resourceVersion string, wrote bool)
 }
 
 // New checks cfg and returns an Agent. A bad Config is ErrInvalidConfig,
@@ -191,6 +192,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-trigger:
 		case <-next.C():
 		}
+		next.Stop()
 		ok := a.round(ctx, informer.GetStore())
 		delay := a.resync
 		if ok {
@@ -199,7 +201,6 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.retryDelay = min(max(2*a.retryDelay, minRetryDelay), maxRetryDelay, a.resync)
 			delay = a.retryDelay
 		}
-		next.Stop()
 		next = a.clock.NewTimer(delay)
 	}
 }
@@ -210,10 +211,10 @@ func (a *Agent) Run(ctx context.Context) error {
 // unreachable, write failed) and should be retried soon.
 func (a *Agent) round(ctx context.Context, store cache.Store) (ok bool) {
 	logger := klog.FromContext(ctx)
-	wrote := false
+	wrote, rv := false, ""
 	defer func() {
 		if a.afterRound != nil {
-			a.afterRound(wrote)
+			a.afterRound(rv, wrote)
 		}
 	}()
 	item, exists, err := store.GetByKey(a.node)
@@ -226,6 +227,7 @@ func (a *Agent) round(ctx context.Context, store cache.Store) (ok bool) {
 		logger.Error(nil, "Unexpected object in the NodeImages informer", "type", fmt.Sprintf("%T", item))
 		return true
 	}
+	rv = u.GetResourceVersion()
 	var obj api.NodeImages
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &obj); err != nil {
 		logger.Error(err, "Cannot decode NodeImages; waiting for a change")

@@ -80,4 +80,3 @@ func byImage(list []api.ImagePresence) map[string]api.ImagePresence {
 	}
 	return m
 }
-
