@@ -49,7 +49,8 @@
 //     $PULLRECORDS_APISERVERTEST_KEEP=1 to keep them); a process killed
 //     without Stop leaves Dir behind in the temp directory.
 //   - A token from ServiceAccountConfig bound to a pod stops working when the
-//     pod is deleted; all such tokens expire after one hour.
+//     pod is deleted (after up to ~10 s: the apiserver caches token
+//     authentications); all such tokens expire after one hour.
 //   - The first create of a custom resource within ~2 s of its CRD becoming
 //     Established is delayed by the apiserver on purpose: apply CRDs once
 //     per test binary.

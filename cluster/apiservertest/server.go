@@ -82,6 +82,10 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("apiservertest: temp dir: %w", err)
 	}
 	s := &Server{Dir: dir, nodeTokens: map[string]string{}}
+	if opts.LogWriter != nil {
+		// Both processes' output goroutines write to it.
+		opts.LogWriter = &lockedWriter{w: opts.LogWriter}
+	}
 	if err := s.start(ctx, bin, opts); err != nil {
 		if stopErr := s.Stop(); stopErr != nil {
 			err = fmt.Errorf("%w (and stopping: %v)", err, stopErr)
@@ -360,4 +364,16 @@ func (s *Server) WriteKubeconfig(path, token string) error {
 		return fmt.Errorf("apiservertest: kubeconfig %s: %w", path, err)
 	}
 	return nil
+}
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
