@@ -88,11 +88,12 @@ func (o *options) validate() error {
 // ImageService is a connection to a CRI v1 image service. It is safe for
 // concurrent use.
 type ImageService struct {
-	path   string
-	conn   *grpc.ClientConn
-	client runtimeapi.ImageServiceClient
-	opts   options
-	closed atomic.Bool
+	path    string
+	conn    *grpc.ClientConn
+	client  runtimeapi.ImageServiceClient
+	runtime runtimeapi.RuntimeServiceClient
+	opts    options
+	closed  atomic.Bool
 }
 
 // socketPath turns an endpoint ("unix:///path" or "/path") into the socket
@@ -152,7 +153,8 @@ func Dial(ctx context.Context, endpoint string, opts ...Option) (*ImageService, 
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrInvalidEndpoint, path, err)
 	}
-	s := &ImageService{path: path, conn: conn, client: runtimeapi.NewImageServiceClient(conn), opts: o}
+	s := &ImageService{path: path, conn: conn, client: runtimeapi.NewImageServiceClient(conn),
+		runtime: runtimeapi.NewRuntimeServiceClient(conn), opts: o}
 	if err := s.check(ctx); err != nil {
 		_ = conn.Close()
 		return nil, err
@@ -234,7 +236,7 @@ func (s *ImageService) ListImages(ctx context.Context) ([]imageruntime.Image, er
 	}
 	out := make([]imageruntime.Image, 0, len(resp.GetImages()))
 	for _, img := range resp.GetImages() {
-		out = append(out, imageruntime.Image{ID: img.GetId(), RepoTags: img.GetRepoTags(), RepoDigests: img.GetRepoDigests()})
+		out = append(out, toImage(img))
 	}
 	return out, nil
 }
@@ -256,7 +258,12 @@ func (s *ImageService) ImageStatus(ctx context.Context, image string) (*imagerun
 	if img == nil {
 		return nil, nil
 	}
-	return &imageruntime.Image{ID: img.GetId(), RepoTags: img.GetRepoTags(), RepoDigests: img.GetRepoDigests()}, nil
+	out := toImage(img)
+	return &out, nil
+}
+
+func toImage(img *runtimeapi.Image) imageruntime.Image {
+	return imageruntime.Image{ID: img.GetId(), RepoTags: img.GetRepoTags(), RepoDigests: img.GetRepoDigests(), Size: img.GetSize()}
 }
 
 // PullImage pulls image with the optional registry auth and returns the

@@ -191,7 +191,7 @@ func TestImageLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &imageruntime.Image{ID: ref, RepoTags: []string{"127.0.0.1:5000/private:v1"}, RepoDigests: []string{"127.0.0.1:5000/private@" + digest}}
+	want := &imageruntime.Image{ID: ref, RepoTags: []string{"127.0.0.1:5000/private:v1"}, RepoDigests: []string{"127.0.0.1:5000/private@" + digest}, Size: critest.ImageSize}
 	if diff := cmp.Diff(want, img); diff != "" {
 		t.Errorf("ImageStatus (-want +got):\n%s", diff)
 	}
@@ -199,7 +199,7 @@ func TestImageLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantList := []imageruntime.Image{{ID: ref, RepoTags: want.RepoTags, RepoDigests: want.RepoDigests}}
+	wantList := []imageruntime.Image{{ID: ref, RepoTags: want.RepoTags, RepoDigests: want.RepoDigests, Size: critest.ImageSize}}
 	if diff := cmp.Diff(wantList, list); diff != "" {
 		t.Errorf("ListImages (-want +got):\n%s", diff)
 	}
@@ -271,6 +271,12 @@ func TestClosed(t *testing.T) {
 	if _, err := s.PullImage(context.Background(), "a", nil); !errors.Is(err, ErrClosed) {
 		t.Errorf("PullImage after Close = %v, want ErrClosed", err)
 	}
+	if _, err := s.ImageFsInfo(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Errorf("ImageFsInfo after Close = %v, want ErrClosed", err)
+	}
+	if _, err := s.RuntimeVersion(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Errorf("RuntimeVersion after Close = %v, want ErrClosed", err)
+	}
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close = %v", err)
 	}
@@ -306,5 +312,65 @@ func TestIsTransient(t *testing.T) {
 				t.Errorf("IsTransient(%v) = %t, want %t", tc.err, got, tc.want)
 			}
 		})
+	}
+}
+
+func TestImageFsInfoAndRuntimeVersion(t *testing.T) {
+	ctx := context.Background()
+	f := critest.NewImageService()
+	s := dial(t, f.Serve(t))
+
+	// Defaults: no filesystems, the fake's own name and version.
+	fs, err := s.ImageFsInfo(ctx)
+	if err != nil || len(fs) != 0 {
+		t.Errorf("ImageFsInfo = %v, %v; want none", fs, err)
+	}
+	v, err := s.RuntimeVersion(ctx)
+	if want := critest.DefaultRuntimeName + "://" + critest.DefaultRuntimeVersion; err != nil || v != want {
+		t.Errorf("RuntimeVersion = %q, %v; want %q", v, err, want)
+	}
+
+	f.SetImageFs(
+		critest.FilesystemUsage{Mountpoint: "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs", UsedBytes: 123456789, InodesUsed: 4242},
+		critest.FilesystemUsage{Mountpoint: "/mnt/second", UsedBytes: 1},
+	)
+	f.SetRuntimeVersion("containerd", "2.1.4")
+	fs, err = s.ImageFsInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFs := []FilesystemUsage{
+		{Mountpoint: "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs", UsedBytes: 123456789, InodesUsed: 4242},
+		{Mountpoint: "/mnt/second", UsedBytes: 1},
+	}
+	if diff := cmp.Diff(wantFs, fs); diff != "" {
+		t.Errorf("ImageFsInfo (-want +got):\n%s", diff)
+	}
+	if v, err := s.RuntimeVersion(ctx); err != nil || v != "containerd://2.1.4" {
+		t.Errorf("RuntimeVersion = %q, %v; want containerd://2.1.4", v, err)
+	}
+
+	// Errors are CallErrors naming the CRI method.
+	f.Intercept(critest.Version, critest.Fail(status.Error(codes.Unavailable, "runtime restarting")))
+	f.Intercept(critest.ImageFsInfo, critest.Fail(status.Error(codes.Internal, "stat failed")))
+	_, err = s.RuntimeVersion(ctx)
+	if ce := (*CallError)(nil); !errors.As(err, &ce) || ce.Op != "Version" || ce.Code != codes.Unavailable || !IsTransient(err) {
+		t.Errorf("RuntimeVersion with a failing runtime = %v, want a transient Version CallError", err)
+	}
+	_, err = s.ImageFsInfo(ctx)
+	if ce := (*CallError)(nil); !errors.As(err, &ce) || ce.Op != "ImageFsInfo" || ce.Code != codes.Internal {
+		t.Errorf("ImageFsInfo with a failing runtime = %v, want an Internal ImageFsInfo CallError", err)
+	}
+}
+
+func TestRuntimeVersionWithoutRuntimeService(t *testing.T) {
+	// An image service alone (a runtime serving images on its own socket):
+	// RuntimeVersion is a CallError with code Unimplemented.
+	f := critest.NewImageService()
+	srv := critest.Start(t, f.RegisterImageOnly)
+	s := dial(t, srv.Endpoint())
+	_, err := s.RuntimeVersion(context.Background())
+	if ce := (*CallError)(nil); !errors.As(err, &ce) || ce.Code != codes.Unimplemented {
+		t.Errorf("RuntimeVersion = %v, want Unimplemented", err)
 	}
 }

@@ -30,6 +30,9 @@
 //     credentials.
 //   - ImageStatus answers "present?" exactly as the runtime resolves the
 //     reference: nil means absent.
+//   - ImageFsInfo reports the image filesystems only (mountpoint, used bytes
+//     and inodes), and RuntimeVersion "<runtime_name>://<runtime_version>",
+//     the form of the kubelet's containerRuntimeVersion.
 //
 // # Non-guarantees
 //
@@ -40,8 +43,11 @@
 //     way round for a registry's 401/403).
 //   - ListImages uses the unary call (no streaming); responses are capped at
 //     16 MiB.
-//   - ImageStatus reports what imageruntime.Image holds (ID, tags, digests),
-//     not an image's size or pinning.
+//   - ImageStatus and ListImages report what imageruntime.Image holds (ID,
+//     tags, digests, size), not pinning.
+//   - RuntimeVersion needs the runtime's RuntimeService on the same socket
+//     (containerd and CRI-O serve both there); a runtime serving images on
+//     a separate socket answers it Unimplemented.
 //   - cri never prints an imageruntime.AuthConfig; how one prints if a caller
 //     logs it is up to imageruntime.
 package cri

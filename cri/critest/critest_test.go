@@ -101,6 +101,7 @@ func TestLifecycle(t *testing.T) {
 		ID:          id,
 		RepoTags:    []string{"docker.io/library/busybox:1.37"},
 		RepoDigests: []string{"docker.io/library/busybox@" + mustDigest(t, "busybox:1.37")},
+		Size:        critest.ImageSize,
 	}
 	for _, ref := range []string{"busybox:1.37", "docker.io/library/busybox:1.37", id, busybox.RepoDigests[0]} {
 		got, err := s.ImageStatus(ctx, ref)

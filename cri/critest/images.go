@@ -24,18 +24,20 @@ const (
 	PullImage   = "PullImage"
 	RemoveImage = "RemoveImage"
 	ImageFsInfo = "ImageFsInfo"
+	// Version is the RuntimeService's Version call (see SetRuntimeVersion).
+	Version = "Version"
 )
 
-// imageSize is every image's Size: the fake has no layers to measure.
-const imageSize = 1000
+// ImageSize is every image's Size: the fake has no layers to measure.
+const ImageSize = 1000
 
 // Call is one request the fake received.
 type Call struct {
-	// Method is one of ListImages, ImageStatus, PullImage, RemoveImage and
-	// ImageFsInfo.
+	// Method is one of ListImages, ImageStatus, PullImage, RemoveImage,
+	// ImageFsInfo and Version.
 	Method string
 	// Image is the image the request names, as the client sent it; empty
-	// for ListImages (unless filtered) and ImageFsInfo.
+	// for ListImages (unless filtered), ImageFsInfo and Version.
 	Image string
 	// Auth is PullImage's credentials, nil when it sent none and for the
 	// other methods.
@@ -77,16 +79,30 @@ type ImageService struct {
 	// digestRefs makes PullImage answer with a repository digest; see
 	// AnswerPullsWithRepoDigest.
 	digestRefs bool
+	// imageFs is ImageFsInfo's answer; see SetImageFs.
+	imageFs []FilesystemUsage
+	// runtimeName and runtimeVersion are Version's answer.
+	runtimeName, runtimeVersion string
 }
 
 // NewImageService returns a fake image service with no images, that lets
 // anyone pull anything.
 func NewImageService() *ImageService {
-	return &ImageService{images: map[string]*runtimeapi.Image{}, hooks: map[string][]Hook{}}
+	return &ImageService{images: map[string]*runtimeapi.Image{}, hooks: map[string][]Hook{},
+		runtimeName: DefaultRuntimeName, runtimeVersion: DefaultRuntimeVersion}
 }
 
-// Register installs the fake on a gRPC server, for Listen and Start.
+// Register installs the fake on a gRPC server, for Listen and Start: the
+// ImageService and a RuntimeService that answers Version only.
 func (f *ImageService) Register(s *grpc.Server) {
+	runtimeapi.RegisterImageServiceServer(s, &server{f: f})
+	runtimeapi.RegisterRuntimeServiceServer(s, &runtimeServer{f: f})
+}
+
+// RegisterImageOnly installs the ImageService alone, as a runtime that
+// serves images on a socket of their own: the RuntimeService (Version) is
+// Unimplemented there.
+func (f *ImageService) RegisterImageOnly(s *grpc.Server) {
 	runtimeapi.RegisterImageServiceServer(s, &server{f: f})
 }
 
@@ -257,7 +273,7 @@ func (f *ImageService) add(named reference.Named) string {
 	id := fakeDigest("fake content of ", c)
 	img, ok := f.images[id]
 	if !ok {
-		img = &runtimeapi.Image{Id: id, Size: imageSize}
+		img = &runtimeapi.Image{Id: id, Size: ImageSize}
 		f.images[id] = img
 	}
 	if _, ok := named.(reference.Digested); ok {
@@ -398,5 +414,16 @@ func (s *server) ImageFsInfo(ctx context.Context, _ *runtimeapi.ImageFsInfoReque
 	if err := s.f.begin(ctx, Call{Method: ImageFsInfo}); err != nil {
 		return nil, err
 	}
-	return &runtimeapi.ImageFsInfoResponse{}, nil
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	resp := &runtimeapi.ImageFsInfoResponse{}
+	for _, u := range s.f.imageFs {
+		resp.ImageFilesystems = append(resp.ImageFilesystems, &runtimeapi.FilesystemUsage{
+			Timestamp:  1,
+			FsId:       &runtimeapi.FilesystemIdentifier{Mountpoint: u.Mountpoint},
+			UsedBytes:  &runtimeapi.UInt64Value{Value: u.UsedBytes},
+			InodesUsed: &runtimeapi.UInt64Value{Value: u.InodesUsed},
+		})
+	}
+	return resp, nil
 }
