@@ -47,7 +47,7 @@ func (o *clusterClientOptions) config() (*rest.Config, error) {
 		return nil, fmt.Errorf("%w: API server configuration: %v", errUsage, err)
 	}
 	cfg.QPS, cfg.Burst = o.qps, o.burst
-	cfg.UserAgent = "pullrecords/" + version
+	cfg.UserAgent = "pullrecords/" + readVersion().Version
 	return cfg, nil
 }
 

@@ -124,6 +124,8 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newMigrateCmd(g),
 		newPruneCmd(g),
 		newCacheCmd(g),
+		newControllerCmd(g),
+		newAgentCmd(g),
 		newVersionCmd(g),
 	)
 	setVersionFlag(root)
