@@ -6,12 +6,16 @@ import (
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 )
 
 // Config is what a Controller needs. Kube, Dynamic and NoopImage are
 // required; zero values of the rest take the documented defaults.
 type Config struct {
+	// Kube is for Nodes, pods, Events and Leases: give it a protobuf
+	// content type (see Protobuf), as the kubelet and the controller
+	// manager do; JSON costs the API server much more per pod.
 	Kube    kubernetes.Interface
 	Dynamic dynamic.Interface
 
@@ -45,7 +49,7 @@ type Config struct {
 	// image; the rest are counted. Default 10.
 	FailuresPerImage int
 	// CacheWorkers and NodeWorkers are the goroutines syncing caches and
-	// nodes. Defaults 2 and 4.
+	// nodes. Defaults 2 and 8.
 	CacheWorkers int
 	NodeWorkers  int
 
@@ -78,7 +82,7 @@ func (c *Config) setDefaults() error {
 	defInt(&c.MaxImageFsUsedPercent, 85)
 	defInt(&c.FailuresPerImage, 10)
 	defInt(&c.CacheWorkers, 2)
-	defInt(&c.NodeWorkers, 4)
+	defInt(&c.NodeWorkers, 8)
 	switch {
 	case c.PullDeadline < 0 || c.AgentTimeout < 0:
 		return fmt.Errorf("%w: PullDeadline and AgentTimeout must be positive", ErrInvalidConfig)
@@ -91,4 +95,13 @@ func (c *Config) setDefaults() error {
 		c.Clock = clock.RealClock{}
 	}
 	return nil
+}
+
+// Protobuf returns a copy of cfg that talks protobuf to the API server, for
+// Config.Kube. (Custom resources only speak JSON: keep cfg for Dynamic.)
+func Protobuf(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.ContentType = "application/vnd.kubernetes.protobuf"
+	c.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	return c
 }

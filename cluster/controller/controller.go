@@ -59,6 +59,9 @@ type Controller struct {
 	// created remembers pods created but not yet seen by the informer, so
 	// the in-flight limits count them.
 	created map[string]createdPod
+	// statusWritten is when each cache's in-progress status was last
+	// written: progress is written at most once per statusInterval.
+	statusWritten map[string]time.Time
 }
 
 type resultKey struct{ cache, image string }
@@ -82,6 +85,7 @@ func New(cfg Config) (*Controller, error) {
 		cfg:     cfg,
 		pending: map[string]map[resultKey]pendingResult{},
 		created: map[string]createdPod{},
+		statusWritten: map[string]time.Time{},
 		cacheQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "imagecaches", Clock: cfg.Clock}),
@@ -101,7 +105,7 @@ func New(cfg Config) (*Controller, error) {
 	if err := podInf.Informer().AddIndexers(cache.Indexers{
 		podsByCacheIndex: func(obj any) ([]string, error) {
 			pod := obj.(*corev1.Pod)
-			return []string{pod.Namespace + "/" + pod.Annotations[cacheAnno]}, nil
+			return []string{pod.Annotations[cacheAnno]}, nil // namespace/name
 		},
 		podsByNodeIndex: func(obj any) ([]string, error) { return []string{obj.(*corev1.Pod).Spec.NodeName}, nil },
 	}); err != nil {

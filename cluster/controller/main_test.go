@@ -98,7 +98,7 @@ func newEnvNamed(t testing.TB, name string) *env {
 		name = name[len(name)-40:]
 	}
 	name = strings.Trim(name, "-")
-	e := &env{t: t, ctx: ctx, admin: kubernetes.NewForConfigOrDie(s.Admin), dyn: dynamic.NewForConfigOrDie(s.Admin),
+	e := &env{t: t, ctx: ctx, admin: kubernetes.NewForConfigOrDie(controller.Protobuf(s.Admin)), dyn: dynamic.NewForConfigOrDie(s.Admin),
 		ns: name, label: "test-" + name, password: map[string]string{"regcred": "ok"}}
 	if _, err := e.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -134,7 +134,7 @@ func (e *env) decide(node, image string, secrets []corev1.LocalObjectReference) 
 
 func (e *env) startController(cfg controller.Config) {
 	e.t.Helper()
-	cfg.Kube = kubernetes.NewForConfigOrDie(e.ctlCfg)
+	cfg.Kube = kubernetes.NewForConfigOrDie(controller.Protobuf(e.ctlCfg))
 	cfg.Dynamic = dynamic.NewForConfigOrDie(e.ctlCfg)
 	if cfg.NoopImage == "" {
 		cfg.NoopImage = "registry.test/pullrecords:test"

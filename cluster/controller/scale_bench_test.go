@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,7 +23,7 @@ import (
 
 // benchQPS is the controller's client-side limit in the benchmark: the
 // command's default (--kube-api-qps).
-var benchQPS float32 = 1000
+var benchQPS float32 = 200
 
 // countingTransport counts the controller's API requests by verb.
 type countingTransport struct {
@@ -51,7 +53,10 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // results, the controller's API requests per (node, image), and the test
 // process's heap after the run (controller plus stand-in).
 func BenchmarkScale500Nodes10Images(b *testing.B) {
-	const nodes, images = 500, 10
+	nodes, images := 500, 10
+	if n := os.Getenv("PULLRECORDS_BENCH_NODES"); n != "" {
+		nodes, _ = strconv.Atoi(n)
+	}
 	for i := 0; i < b.N; i++ {
 		func() {
 			e := newBenchEnv(b, fmt.Sprintf("scale%d", i))
@@ -62,7 +67,7 @@ func BenchmarkScale500Nodes10Images(b *testing.B) {
 			cfg := rest.CopyConfig(e.ctlCfg)
 			cfg.QPS, cfg.Burst = benchQPS, 2*int(benchQPS)
 			cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter }
-			c, err := controller.New(controller.Config{Kube: kubernetes.NewForConfigOrDie(cfg), Dynamic: dynamic.NewForConfigOrDie(cfg),
+			c, err := controller.New(controller.Config{Kube: kubernetes.NewForConfigOrDie(controller.Protobuf(cfg)), Dynamic: dynamic.NewForConfigOrDie(cfg),
 				NoopImage: "registry.test/pullrecords:test", RefreshInterval: -1, PullDeadline: 10 * time.Minute})
 			if err != nil {
 				b.Fatal(err)
@@ -79,9 +84,24 @@ func BenchmarkScale500Nodes10Images(b *testing.B) {
 			before := counter.total.Load()
 			start := time.Now()
 			e.applyCache("big", fmt.Sprintf("  cacheSpec:\n  - images: [%s]\n    nodeSelector: {%s: \"yes\"}\n", strings.Join(imgs, ", "), e.label))
+			stopProgress := make(chan struct{})
+			go func() {
+				for {
+					select {
+					case <-stopProgress:
+						return
+					case <-time.After(5 * time.Second):
+					}
+					if c := e.cache("big").Status.Counts; c != nil {
+						b.Logf("%5.1fs: %d/%d done, %d in flight, %d requests", time.Since(start).Seconds(),
+							c.Succeeded+c.AlreadyPulled+c.Failed, c.Desired, c.InFlight, counter.total.Load()-before)
+					}
+				}
+			}()
 			ic := e.waitDone("big", api.ReasonImageCacheCreate)
+			close(stopProgress)
 			elapsed := time.Since(start)
-			if ic.Status.Status != api.ActionStatusSucceeded || ic.Status.Counts.Succeeded != nodes*images {
+			if ic.Status.Status != api.ActionStatusSucceeded || int(ic.Status.Counts.Succeeded) != nodes*images {
 				b.Fatalf("status %+v counts %+v", ic.Status.Status, ic.Status.Counts)
 			}
 			e.waitFor("every pre-pull pod deleted", func() bool { return len(e.managedPods()) == 0 })

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,7 +35,11 @@ const waitForReport = 2 * time.Second
 // decided) into one sync of the cache and one write per node: a cache
 // sync looks at every (node, image) of the cache, so running it once per
 // event would cost the square of the cache's size.
-const batchDelay = 200 * time.Millisecond
+const batchDelay = 100 * time.Millisecond
+
+// resultWriteDelay gathers a node's results into one write: a result is
+// safe meanwhile, as its pod stays until the write is done.
+const resultWriteDelay = 2 * time.Second
 
 // syncCache moves one ImageCache forward: it starts a new action when one
 // is due, decides a result for every (node, image) of the current action
@@ -51,6 +56,9 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 	}
 	obj, err := c.caches.ByNamespace(ns).Get(name)
 	if apierrors.IsNotFound(err) {
+		c.mu.Lock()
+		delete(c.statusWritten, key)
+		c.mu.Unlock()
 		return 0, c.deletePods(ctx, key, func(*corev1.Pod) bool { return true })
 	}
 	if err != nil {
@@ -108,6 +116,9 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 			later = wait.after
 		}
 	}
+	if err := c.createPods(ctx, budget.create); err != nil {
+		return 0, err
+	}
 	// The action is over once every result is written to its node's
 	// object, so whoever reads a final status finds the results there.
 	unwritten := c.unwritten(cacheKey(&ic), states)
@@ -121,6 +132,12 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 			return 0, err
 		}
 		return c.refreshDue(&ic, now), nil
+	}
+	if wait := c.progressDue(key, &ic, status, now); wait > 0 {
+		if later == 0 || wait < later {
+			later = wait
+		}
+		return later, nil
 	}
 	if err := c.writeStatus(ctx, &ic, status); err != nil {
 		return 0, err
@@ -225,7 +242,14 @@ func (c *Controller) decide(ctx context.Context, ic *api.ImageCache, req imageca
 		if !out.final {
 			return nil, waitKind{pod: true, after: pod.CreationTimestamp.Add(c.cfg.PullDeadline).Sub(now)}, nil
 		}
-		return result(out.status, out.reason, out.message, pod.Namespace+"/"+pod.Name)
+		// A pod that failed is deleted once its result is written (else the
+		// kubelet keeps retrying the pull); one that succeeded is idle and
+		// goes with the rest of the action's pods in one request at its end.
+		del := ""
+		if out.status != imagecache.StatusSucceeded {
+			del = pod.Namespace + "/" + pod.Name
+		}
+		return result(out.status, out.reason, out.message, del)
 	case !apierrors.IsNotFound(err):
 		return nil, waitKind{}, err
 	}
@@ -248,10 +272,40 @@ func (c *Controller) decide(ctx context.Context, ic *api.ImageCache, req imageca
 	if !budget.take(req.Node) {
 		return nil, waitKind{after: waitForReport}, nil
 	}
-	if err := c.createPod(ctx, c.prepullPod(ic, req)); err != nil {
-		return nil, waitKind{}, err
-	}
+	budget.create = append(budget.create, c.prepullPod(ic, req))
 	return nil, inFlightWait, nil
+}
+
+// createParallelism is how many pod creations one sync has in flight: a
+// round of a large cache creates up to MaxInFlight pods, and one at a time
+// the API server's latency, not its capacity, would bound the rate.
+const createParallelism = 16
+
+// createPods creates the pods a sync decided on, createParallelism at a
+// time, and returns the first error (the others are attempted anyway; the
+// retry finds those that exist by name).
+func (c *Controller) createPods(ctx context.Context, pods []*corev1.Pod) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+		slots = make(chan struct{}, createParallelism)
+	)
+	for _, p := range pods {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if err := c.createPod(ctx, p); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return first
 }
 
 // decidePurge decides a purge request from the agent's report.
@@ -345,7 +399,7 @@ func (c *Controller) addPending(node string, key resultKey, r api.NodeResult, po
 	c.pending[node][key] = pendingResult{result: r, pod: pod}
 	c.mu.Unlock()
 	// A little later: the node's other results of this round join the write.
-	c.nodeQueue.AddAfter(node, batchDelay)
+	c.nodeQueue.AddAfter(node, resultWriteDelay)
 }
 
 func (c *Controller) nodeImagesOf(node string) *api.NodeImages {
@@ -414,13 +468,19 @@ type nodeState struct {
 // (not yet in the informer).
 type budget struct {
 	c       *Controller
+	create  []*corev1.Pod // pods to create at the end of the sync
 	total   int
 	perNode map[string]int
 	counted map[string]bool // perNode includes the informer's pods
 }
 
 func (c *Controller) newBudget(now time.Time) *budget {
-	b := &budget{c: c, total: len(c.podIndex.ListKeys()), perNode: map[string]int{}, counted: map[string]bool{}}
+	b := &budget{c: c, perNode: map[string]int{}, counted: map[string]bool{}}
+	for _, o := range c.podIndex.List() {
+		if pulling(o.(*corev1.Pod)) {
+			b.total++
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for name, p := range c.created {
@@ -434,11 +494,47 @@ func (c *Controller) newBudget(now time.Time) *budget {
 	return b
 }
 
+// pulling reports whether a pre-pull pod still counts against the limits:
+// it is not finished (finished ones wait, idle, for the end of their
+// action) and not being deleted.
+func pulling(p *corev1.Pod) bool {
+	return p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+}
+
+// deleteActionPods deletes the current action's remaining pods in one
+// request once its results are written.
+func (c *Controller) deleteActionPods(ctx context.Context, ic *api.ImageCache) error {
+	objs, err := c.podIndex.ByIndex(podsByCacheIndex, cacheKey(ic))
+	if err != nil {
+		return err
+	}
+	remaining := 0
+	for _, o := range objs {
+		if p := o.(*corev1.Pod); p.DeletionTimestamp == nil && p.Labels[batchLabel] == ic.Status.Batch {
+			remaining++
+		}
+	}
+	if remaining == 0 {
+		return nil
+	}
+	sel := fmt.Sprintf("%s=%s,%s=%s,%s=%s", managedByLabel, managedByValue, cacheUIDLabel, ic.UID, batchLabel, ic.Status.Batch)
+	err = c.cfg.Kube.CoreV1().Pods(ic.Namespace).DeleteCollection(ctx,
+		metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return fmt.Errorf("deleting the pre-pull pods of %s: %w", cacheKey(ic), err)
+	}
+	return nil
+}
+
 // take reserves room for one pod on node, or reports that there is none.
 func (b *budget) take(node string) bool {
 	if !b.counted[node] {
-		keys, _ := b.c.podIndex.IndexKeys(podsByNodeIndex, node)
-		b.perNode[node] += len(keys)
+		objs, _ := b.c.podIndex.ByIndex(podsByNodeIndex, node)
+		for _, o := range objs {
+			if pulling(o.(*corev1.Pod)) {
+				b.perNode[node]++
+			}
+		}
 		b.counted[node] = true
 	}
 	if b.perNode[node] >= b.c.cfg.MaxInFlightPerNode || b.total >= b.c.cfg.MaxInFlight {
@@ -599,9 +695,12 @@ func (c *Controller) finishAction(ctx context.Context, ic *api.ImageCache, st ap
 		st.CompletionTime = &metav1.Time{Time: now}
 	}
 	if equality.Semantic.DeepEqual(st, ic.Status) {
-		return nil
+		return c.deleteActionPods(ctx, ic)
 	}
 	if err := c.putStatus(ctx, ic, st); err != nil {
+		return err
+	}
+	if err := c.deleteActionPods(ctx, ic); err != nil {
 		return err
 	}
 	if !wasFinal || ic.Status.Status != st.Status {
@@ -620,6 +719,23 @@ func countsText(n *api.ResultCounts) string {
 		return ""
 	}
 	return fmt.Sprintf("%d pulled, %d already present, %d failed, %d unknown of %d", n.Succeeded, n.AlreadyPulled, n.Failed, n.Unknown, n.Desired)
+}
+
+// statusInterval is how often an action's progress (counts) is written.
+const statusInterval = time.Second
+
+// progressDue returns how long to wait before writing an in-progress
+// status that only updates counts; zero means write now. A change of
+// status, reason or failures is written at once.
+func (c *Controller) progressDue(key string, ic *api.ImageCache, st api.ImageCacheStatus, now time.Time) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	last := c.statusWritten[key]
+	if st.Status == ic.Status.Status && equality.Semantic.DeepEqual(st.Failures, ic.Status.Failures) && now.Sub(last) < statusInterval {
+		return statusInterval - now.Sub(last)
+	}
+	c.statusWritten[key] = now
+	return 0
 }
 
 // writeStatus writes an in-progress status when it changed.

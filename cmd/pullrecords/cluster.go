@@ -29,8 +29,8 @@ type clusterClientOptions struct {
 
 func (o *clusterClientOptions) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; empty uses the pod's service account (in-cluster)")
-	cmd.Flags().Float32Var(&o.qps, "kube-api-qps", 50, "API requests per second (client-side limit)")
-	cmd.Flags().IntVar(&o.burst, "kube-api-burst", 100, "API request burst (client-side limit)")
+	cmd.Flags().Float32Var(&o.qps, "kube-api-qps", 200, "API requests per second (client-side limit)")
+	cmd.Flags().IntVar(&o.burst, "kube-api-burst", 400, "API request burst (client-side limit)")
 }
 
 func (o *clusterClientOptions) config() (*rest.Config, error) {
@@ -81,7 +81,7 @@ Deploy it with deploy/cluster (see the README's "Cluster" section).`,
 			if err != nil {
 				return err
 			}
-			if cfg.Kube, err = kubernetes.NewForConfig(rc); err != nil {
+			if cfg.Kube, err = kubernetes.NewForConfig(controller.Protobuf(rc)); err != nil {
 				return err
 			}
 			if cfg.Dynamic, err = dynamic.NewForConfig(rc); err != nil {
