@@ -82,9 +82,9 @@ func New(cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	c := &Controller{
-		cfg:     cfg,
-		pending: map[string]map[resultKey]pendingResult{},
-		created: map[string]createdPod{},
+		cfg:           cfg,
+		pending:       map[string]map[resultKey]pendingResult{},
+		created:       map[string]createdPod{},
 		statusWritten: map[string]time.Time{},
 		cacheQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
