@@ -331,3 +331,17 @@ func TestKubeFledgedTakeover(t *testing.T) {
 		return err != nil
 	})
 }
+
+// A cache with a pull secret gets a pod even where the image is present:
+// presence says nothing about its credential, and only the kubelet's check
+// (and record) makes the image usable by the cache's pods.
+func TestSecretCacheIgnoresPresence(t *testing.T) {
+	e := newEnv(t)
+	n := e.addNode("n", true, "registry.test/private/app:1")
+	e.startController(controller.Config{})
+	e.applyCache("sec", fmt.Sprintf("  cacheSpec:\n  - images: [registry.test/private/app:1]\n    nodeSelector: {%s: \"yes\"}\n  imagePullSecrets: [{name: regcred}]\n", e.label))
+	ic := e.waitDone("sec", api.ReasonImageCacheCreate)
+	if ic.Status.Counts.Succeeded != 1 || ic.Status.Counts.AlreadyPulled != 0 || !e.kubelet.Pulled(n, "registry.test/private/app:1") {
+		t.Errorf("counts %+v: a cache with a secret must go through the kubelet", ic.Status.Counts)
+	}
+}

@@ -3,10 +3,12 @@
 // each pre-pull.
 //
 // For every (node, image) an ImageCache's current action covers, the
-// controller decides one of kube-fledged's results: alreadypulled when the
-// node's agent (package agent) reports the image present through the CRI,
-// or, on a node without a live agent, when the node's status lists it by
-// exact name; otherwise it creates a short-lived pod bound to the node
+// controller decides one of kube-fledged's results. For a cache without
+// pull secrets that is alreadypulled when the node's agent (package agent)
+// reports the image present through the CRI, or, on a node without a live
+// agent, when the node's status lists it by exact name. Otherwise, and
+// always for a cache with pull secrets (an image on the node says nothing
+// about the cache's credentials), it creates a short-lived pod bound to the node
 // (spec.nodeName) that carries the cache's imagePullSecrets and runs a
 // static no-op program copied in from this project's image, so the kubelet
 // pulls the image, checks the credential and records it exactly as for any

@@ -261,7 +261,11 @@ func (c *Controller) decide(ctx context.Context, ic *api.ImageCache, req imageca
 		return result(imagecache.StatusFailed, "ImageFsAboveThreshold",
 			fmt.Sprintf("not pulled: the node's image filesystem is %d%% full (limit %d%%)", agent.fullPercent, c.cfg.MaxImageFsUsedPercent), "")
 	}
-	if !alwaysPull(req.Image) {
+	// Presence answers only for a cache without pull secrets. With secrets,
+	// an image on the node says nothing about them: the pod goes to the
+	// kubelet, which pulls unless its records show the secret verified, and
+	// records it (KEP-2535), so the cache's pods may then use the image.
+	if !alwaysPull(req.Image) && len(ic.Spec.ImagePullSecrets) == 0 {
 		if agent.alive && agent.present(req.Image) {
 			return result(imagecache.StatusAlreadyPulled, "", "present in the runtime (agent)", "")
 		}

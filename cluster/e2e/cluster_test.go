@@ -1,0 +1,617 @@
+//go:build clustere2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/pullrecords/pullrecords/cluster/agent"
+	"github.com/pullrecords/pullrecords/cluster/api"
+	"github.com/pullrecords/pullrecords/cluster/apiservertest"
+	"github.com/pullrecords/pullrecords/cluster/controller"
+	"github.com/pullrecords/pullrecords/cluster/nodetest"
+	"github.com/pullrecords/pullrecords/cri"
+)
+
+const (
+	agentNS = "pullrecords-system"
+)
+
+type cluster struct {
+	t      *testing.T
+	ctx    context.Context
+	srv    *apiservertest.Server
+	admin  kubernetes.Interface
+	dyn    dynamic.Interface
+	nodes  map[string]*nodetest.Node
+	open   *nodetest.Registry
+	priv   *nodetest.Registry
+	auth   *nodetest.BasicAuth
+	images map[string]string // short name -> reference
+
+	mu     sync.Mutex
+	agents map[string]context.CancelFunc
+	ctl    context.CancelFunc
+	ctlErr chan error
+}
+
+func repoFile(parts ...string) string {
+	return filepath.Join(append([]string{"..", ".."}, parts...)...)
+}
+
+func TestClusterImageCache(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("the cluster end-to-end test starts containerd and kubelets and must run as root")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	t.Cleanup(cancel)
+	c := setUp(t, ctx)
+
+	tenantA, tenantB, tenantC := "tenant-a", "tenant-b", "tenant-c"
+	for _, ns := range []string{tenantA, tenantB, tenantC} {
+		if _, err := c.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.secret(tenantA, "regcred", c.auth.Password)
+	c.secret(tenantC, "badcred", "not-the-password")
+
+	// 1. A private and a public image for the two nodes labelled cache=yes.
+	c.applyCache(tenantA, "web", []string{c.images["app"], c.images["web"]}, "regcred")
+	ic := c.waitDone(tenantA, "web", api.ReasonImageCacheCreate)
+	if ic.Status.Status != api.ActionStatusSucceeded || ic.Status.Counts.Succeeded != 4 {
+		t.Fatalf("create: %s %+v", ic.Status.Status, ic.Status.Counts)
+	}
+	for _, n := range []string{"node-a", "node-b"} {
+		c.mustHaveImage(n, c.images["app"], true)
+		c.mustHaveRecord(n, tenantA+"/regcred")
+	}
+	c.mustHaveImage("node-c", c.images["app"], false)
+	if recs := c.records("node-c"); len(recs) != 0 {
+		t.Errorf("node-c is not selected but has pull records: %v", recs)
+	}
+
+	// 2. KEP-2535 on node-a: another namespace without the secret is refused
+	//    the cached image; a pod holding the secret starts without a pull.
+	c.pod(tenantB, "snoop", "node-a", c.images["app"], "")
+	c.waitPod(tenantB, "snoop", "refused (ErrImagePull)", func(p *corev1.Pod) bool { return waitingReason(p, "ErrImagePull", "ImagePullBackOff") })
+	c.pod(tenantA, "user", "node-a", c.images["app"], "regcred")
+	c.waitPod(tenantA, "user", "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+	if msg := c.pulledEvent(tenantA, "user"); !strings.Contains(msg, "already present") {
+		t.Errorf("the pod with the secret was not started from the cached image; kubelet said %q", msg)
+	}
+
+	// 3. Update: add a private image, remove the public one (purged by the agents).
+	c.applyCache(tenantA, "web", []string{c.images["app"], c.images["tool"]}, "regcred")
+	ic = c.waitDone(tenantA, "web", api.ReasonImageCacheUpdate)
+	if ic.Status.Status != api.ActionStatusSucceeded {
+		t.Fatalf("update: %+v", ic.Status)
+	}
+	for _, n := range []string{"node-a", "node-b"} {
+		c.mustHaveImage(n, c.images["tool"], true)
+		c.eventually(n+": removed image purged", func() bool { return !c.hasImage(n, c.images["web"]) })
+	}
+
+	// 4. A label change brings node-c in, without a refresh.
+	c.label("node-c", "yes")
+	c.eventually("node-c pulled", func() bool {
+		ic := c.cache(tenantA, "web")
+		return ic.Status.Status == api.ActionStatusSucceeded && ic.Status.Counts != nil && ic.Status.Counts.Desired == 6
+	})
+	c.mustHaveImage("node-c", c.images["tool"], true)
+	c.mustHaveRecord("node-c", tenantA+"/regcred")
+
+	// 5. A wrong password: Failed, the failure listed per node.
+	c.applyCache(tenantC, "bad", []string{c.images["app"]}, "badcred")
+	ic = c.waitDone(tenantC, "bad", api.ReasonImageCacheCreate)
+	if ic.Status.Status != api.ActionStatusFailed || len(ic.Status.Failures[c.images["app"]]) != 3 {
+		t.Fatalf("wrong password: %s %+v", ic.Status.Status, ic.Status.Failures)
+	}
+	for _, f := range ic.Status.Failures[c.images["app"]] {
+		if !strings.Contains(strings.ToLower(f.Message), "unauthorized") && !strings.Contains(f.Message, "401") {
+			t.Errorf("failure on %s does not say the registry refused: %+v", f.Node, f)
+		}
+	}
+
+	// 6. The controller is killed mid-batch and an agent is killed: every
+	//    request still gets a result once a controller runs again.
+	c.stopAgent("node-b")
+	c.applyCache(tenantA, "late", []string{c.images["late"]}, "")
+	c.eventually("pre-pull pods in flight", func() bool {
+		pods, _ := c.admin.CoreV1().Pods(tenantA).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=pullrecords-controller"})
+		return pods != nil && len(pods.Items) > 0
+	})
+	c.stopController()
+	c.startController()
+	ic = c.waitDone(tenantA, "late", api.ReasonImageCacheCreate)
+	if ic.Status.Status != api.ActionStatusSucceeded || ic.Status.Counts.Desired != 3 || ic.Status.Counts.Succeeded+ic.Status.Counts.AlreadyPulled != 3 {
+		t.Fatalf("after the restart: %s %+v", ic.Status.Status, ic.Status.Counts)
+	}
+	c.startAgent("node-b")
+	c.eventually("node-b's agent reports again", func() bool {
+		u, err := c.dyn.Resource(api.NodeImagesResource).Get(ctx, "node-b", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		var ni api.NodeImages
+		_ = api.FromUnstructured(u, &ni)
+		return ni.Status.Agent != nil && time.Since(ni.Status.Agent.HeartbeatTime.Time) < 5*time.Second
+	})
+	// The failed cache wants the same image: gone, it keeps nothing.
+	if err := c.dyn.Resource(api.ImageCacheResource).Namespace(tenantC).Delete(ctx, "bad", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// 7. Purge: the cache's images leave every node; the cache stays.
+	c.annotate(tenantA, "web", api.PurgeAnnotation)
+	c.eventually("purge done", func() bool {
+		ic := c.cache(tenantA, "web")
+		_, asked := ic.Annotations[api.PurgeAnnotation]
+		return !asked && ic.Status.Reason == api.ReasonImageCachePurge && ic.Status.Status == api.ActionStatusSucceeded
+	})
+	for _, n := range []string{"node-a", "node-b", "node-c"} {
+		c.eventually(n+": purged", func() bool { return !c.hasImage(n, c.images["app"]) && !c.hasImage(n, c.images["tool"]) })
+	}
+	c.logTable(tenantA)
+
+	// 8. Delete: the nodes' objects forget the cache.
+	if err := c.dyn.Resource(api.ImageCacheResource).Namespace(tenantA).Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"node-a", "node-b", "node-c"} {
+		c.eventually(n+": spec forgets the deleted cache", func() bool {
+			u, err := c.dyn.Resource(api.NodeImagesResource).Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				return false
+			}
+			var ni api.NodeImages
+			_ = api.FromUnstructured(u, &ni)
+			for _, img := range ni.Spec.Images {
+				for _, k := range img.Caches {
+					if k == tenantA+"/web" {
+						return false
+					}
+				}
+			}
+			return true
+		})
+	}
+}
+
+func setUp(t *testing.T, ctx context.Context) *cluster {
+	bin, err := apiservertest.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"node-a", "node-b", "node-c"}
+	srv, err := apiservertest.Start(ctx, apiservertest.Options{NodeNames: names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop() })
+	c := &cluster{t: t, ctx: ctx, srv: srv, admin: kubernetes.NewForConfigOrDie(srv.Admin), dyn: dynamic.NewForConfigOrDie(srv.Admin),
+		nodes: map[string]*nodetest.Node{}, images: map[string]string{}, agents: map[string]context.CancelFunc{}}
+	if err := apiservertest.Apply(ctx, srv.Admin,
+		repoFile("deploy", "crds", "imagecaches.kubefledged.io.yaml"), repoFile("deploy", "crds", "nodeimages.pullrecords.io.yaml"),
+		repoFile("deploy", "cluster", "namespace.yaml"), repoFile("deploy", "cluster", "rbac.yaml"), repoFile("deploy", "cluster", "admission.yaml")); err != nil {
+		t.Fatal(err)
+	}
+
+	c.auth = &nodetest.BasicAuth{Username: "tenant-a-robot", Password: fmt.Sprintf("pw-%d", time.Now().UnixNano())}
+	if c.open, err = nodetest.StartRegistry(ctx, t.TempDir(), nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.open.Stop)
+	if c.priv, err = nodetest.StartRegistry(ctx, t.TempDir(), c.auth); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.priv.Stop)
+	build := func(pkg string) []byte {
+		out := filepath.Join(t.TempDir(), filepath.Base(pkg))
+		if err := nodetest.BuildStatic(ctx, pkg, out); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	pause := build("../internal/cmd/pause")
+	noop := build("../cmd/pullrecords-noop")
+	push := func(short string, reg *nodetest.Registry, ref string, files map[string]nodetest.File, entry []string, auth *nodetest.BasicAuth) {
+		if _, err := nodetest.PushImage(ctx, reg, reg.Host+"/"+ref, files, entry, auth); err != nil {
+			t.Fatal(err)
+		}
+		c.images[short] = reg.Host + "/" + ref
+	}
+	withTag := func(tag string) map[string]nodetest.File {
+		return map[string]nodetest.File{"pause": {Data: pause, Mode: 0o755}, "etc/which": {Data: []byte(tag + "\n")}}
+	}
+	push("pause", c.open, "e2e/pause:v1", withTag("pause"), []string{"/pause"}, nil)
+	push("noop", c.open, "pullrecords/pullrecords:e2e", map[string]nodetest.File{"pullrecords-noop": {Data: noop, Mode: 0o755}}, []string{"/pullrecords-noop"}, nil)
+	push("web", c.open, "public/web:1", withTag("web"), []string{"/pause"}, nil)
+	push("late", c.open, "public/late:1", withTag("late"), []string{"/pause"}, nil)
+	push("app", c.priv, "tenant-a/app:1", withTag("app"), []string{"/pause"}, c.auth)
+	push("tool", c.priv, "tenant-a/tool:1", withTag("tool"), []string{"/pause"}, c.auth)
+
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, name := range names {
+		wg.Go(func() {
+			labels := map[string]string{"cache": "no"}
+			if name != "node-c" {
+				labels["cache"] = "yes"
+			}
+			n, err := nodetest.StartNode(ctx, nodetest.NodeOptions{Name: name, Server: srv, Kubelet: filepath.Join(bin, "kubelet"),
+				SandboxImage: c.images["pause"], InsecureRegistries: []string{c.open.Host, c.priv.Host}, Labels: labels})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			c.nodes[name] = n
+		})
+	}
+	wg.Wait()
+	for _, n := range c.nodes {
+		t.Cleanup(n.Stop)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	for _, name := range names {
+		c.startAgent(name)
+	}
+	c.startController()
+	t.Cleanup(func() {
+		c.stopController()
+		c.mu.Lock()
+		for _, stop := range c.agents {
+			stop()
+		}
+		c.mu.Unlock()
+	})
+	return c
+}
+
+// startAgent runs node's agent in this process under the agent's service
+// account, with a token bound to a pod on that node (as the DaemonSet's
+// pod would have), talking to the node's containerd through the CRI.
+func (c *cluster) startAgent(node string) {
+	c.t.Helper()
+	podName := "agent-" + node
+	if _, err := c.admin.CoreV1().Pods(agentNS).Get(c.ctx, podName, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: podName, Namespace: agentNS},
+			Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: "pullrecords-agent", AutomountServiceAccountToken: ptr.To(false),
+				Containers: []corev1.Container{{Name: "agent", Image: c.images["pause"]}}}}
+		if _, err := c.admin.CoreV1().Pods(agentNS).Create(c.ctx, pod, metav1.CreateOptions{}); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	cfg, err := c.srv.ServiceAccountConfig(c.ctx, agentNS, "pullrecords-agent", podName)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	svc, err := cri.Dial(c.ctx, c.nodes[node].CRIEndpoint)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	a, err := agent.New(agent.Config{NodeName: node, Dynamic: dynamic.NewForConfigOrDie(cfg), Runtime: svc, ResyncInterval: 5 * time.Second})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = a.Run(ctx); svc.Close() }()
+	c.mu.Lock()
+	c.agents[node] = func() { cancel(); <-done }
+	c.mu.Unlock()
+}
+
+func (c *cluster) stopAgent(node string) {
+	c.mu.Lock()
+	stop := c.agents[node]
+	delete(c.agents, node)
+	c.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+func (c *cluster) startController() {
+	c.t.Helper()
+	cfg, err := c.srv.ServiceAccountConfig(c.ctx, agentNS, "pullrecords-controller", "")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ctl, err := controller.New(controller.Config{
+		Kube: kubernetes.NewForConfigOrDie(controller.Protobuf(cfg)), Dynamic: dynamic.NewForConfigOrDie(cfg),
+		NoopImage: c.images["noop"], RefreshInterval: -1, PullDeadline: 2 * time.Minute, AgentTimeout: 15 * time.Second,
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	c.ctl, c.ctlErr = cancel, make(chan error, 1)
+	go func() { c.ctlErr <- ctl.Run(ctx) }()
+}
+
+func (c *cluster) stopController() {
+	if c.ctl == nil {
+		return
+	}
+	c.ctl()
+	if err := <-c.ctlErr; err != nil {
+		c.t.Errorf("controller: %v", err)
+	}
+	c.ctl = nil
+}
+
+func (c *cluster) secret(ns, name, password string) {
+	c.t.Helper()
+	cfg, _ := json.Marshal(map[string]any{"auths": map[string]any{c.priv.Host: map[string]string{
+		"auth": base64.StdEncoding.EncodeToString([]byte(c.auth.Username + ":" + password))}}})
+	if _, err := c.admin.CoreV1().Secrets(ns).Create(c.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{corev1.DockerConfigJsonKey: cfg}}, metav1.CreateOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// applyCache writes an ImageCache as a user would (kubectl apply).
+func (c *cluster) applyCache(ns, name string, images []string, secret string) {
+	c.t.Helper()
+	doc := fmt.Sprintf("apiVersion: kubefledged.io/v1alpha2\nkind: ImageCache\nmetadata: {name: %s, namespace: %s}\nspec:\n  cacheSpec:\n  - images: [%s]\n    nodeSelector: {cache: \"yes\"}\n",
+		name, ns, strings.Join(images, ", "))
+	if secret != "" {
+		doc += "  imagePullSecrets: [{name: " + secret + "}]\n"
+	}
+	data, err := yaml.YAMLToJSON([]byte(doc))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if _, err := c.dyn.Resource(api.ImageCacheResource).Namespace(ns).Patch(c.ctx, name, "application/apply-patch+yaml", data,
+		metav1.PatchOptions{FieldManager: "kubectl", Force: ptr.To(true)}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *cluster) annotate(ns, name, key string) {
+	c.t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:""}}}`, key)
+	if _, err := c.dyn.Resource(api.ImageCacheResource).Namespace(ns).Patch(c.ctx, name, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *cluster) label(node, value string) {
+	c.t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"labels":{"cache":%q}}}`, value)
+	if _, err := c.admin.CoreV1().Nodes().Patch(c.ctx, node, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *cluster) cache(ns, name string) *api.ImageCache {
+	c.t.Helper()
+	u, err := c.dyn.Resource(api.ImageCacheResource).Namespace(ns).Get(c.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var ic api.ImageCache
+	if err := api.FromUnstructured(u, &ic); err != nil {
+		c.t.Fatal(err)
+	}
+	return &ic
+}
+
+func (c *cluster) eventually(what string, cond func() bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) || c.ctx.Err() != nil {
+			c.t.Fatalf("never reached: %s\n%s", what, c.dump())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (c *cluster) waitDone(ns, name, reason string) *api.ImageCache {
+	c.t.Helper()
+	var ic *api.ImageCache
+	c.eventually(fmt.Sprintf("%s/%s finishes a %s", ns, name, reason), func() bool {
+		ic = c.cache(ns, name)
+		st := ic.Status
+		return st.Status != "" && st.Status != api.ActionStatusProcessing && st.Reason == reason && st.ObservedGeneration == ic.Generation
+	})
+	c.t.Logf("%s/%s %s: %s (%s)", ns, name, reason, ic.Status.Status, ic.Status.Message)
+	return ic
+}
+
+func (c *cluster) hasImage(node, image string) bool {
+	c.t.Helper()
+	svc, err := cri.Dial(c.ctx, c.nodes[node].CRIEndpoint)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer svc.Close()
+	img, err := svc.ImageStatus(c.ctx, image)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return img != nil
+}
+
+func (c *cluster) mustHaveImage(node, image string, want bool) {
+	c.t.Helper()
+	if got := c.hasImage(node, image); got != want {
+		c.t.Errorf("%s has %s: %v, want %v", node, image, got, want)
+	}
+}
+
+// records returns the kubelet's pulled records on node (file contents).
+func (c *cluster) records(node string) []string {
+	dir := filepath.Join(c.nodes[node].RootDir, "image_manager", "pulled")
+	entries, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range entries {
+		if data, err := os.ReadFile(filepath.Join(dir, e.Name())); err == nil {
+			out = append(out, string(data))
+		}
+	}
+	return out
+}
+
+// mustHaveRecord checks that node's kubelet recorded a pull with the
+// secret namespace/name (KEP-2535's pulled record names its coordinates).
+func (c *cluster) mustHaveRecord(node, secret string) {
+	c.t.Helper()
+	ns, name, _ := strings.Cut(secret, "/")
+	for _, r := range c.records(node) {
+		if strings.Contains(r, `"namespace":"`+ns+`"`) && strings.Contains(r, `"name":"`+name+`"`) {
+			return
+		}
+	}
+	c.t.Errorf("%s: no pull record names secret %s; records: %v", node, secret, c.records(node))
+}
+
+func (c *cluster) pod(ns, name, node, image, secret string) {
+	c.t.Helper()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.PodSpec{NodeName: node, RestartPolicy: corev1.RestartPolicyNever, AutomountServiceAccountToken: ptr.To(false),
+			Containers: []corev1.Container{{Name: "app", Image: image, ImagePullPolicy: corev1.PullIfNotPresent, Args: []string{"-exit-after", "0s"}}}}}
+	if secret != "" {
+		p.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: secret}}
+	}
+	if _, err := c.admin.CoreV1().Pods(ns).Create(c.ctx, p, metav1.CreateOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *cluster) waitPod(ns, name, what string, done func(*corev1.Pod) bool) {
+	c.t.Helper()
+	c.eventually(ns+"/"+name+" "+what, func() bool {
+		p, err := c.admin.CoreV1().Pods(ns).Get(c.ctx, name, metav1.GetOptions{})
+		return err == nil && done(p)
+	})
+}
+
+func waitingReason(p *corev1.Pod, reasons ...string) bool {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Running != nil || cs.State.Terminated != nil {
+			return false
+		}
+		for _, r := range reasons {
+			if cs.State.Waiting != nil && cs.State.Waiting.Reason == r {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// pulledEvent is the kubelet's Pulled event message for the pod.
+func (c *cluster) pulledEvent(ns, pod string) string {
+	var msg string
+	c.eventually("the kubelet's Pulled event for "+pod, func() bool {
+		evs, err := c.admin.CoreV1().Events(ns).List(c.ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
+		if err != nil {
+			return false
+		}
+		for _, e := range evs.Items {
+			if e.Reason == "Pulled" {
+				msg = e.Message
+				return true
+			}
+		}
+		return false
+	})
+	return msg
+}
+
+// logTable prints the namespace's ImageCaches as kubectl get ic does: the
+// API server's Table rendering with the CRD's printer columns.
+func (c *cluster) logTable(ns string) {
+	rc := rest.CopyConfig(c.srv.Admin)
+	rc.AcceptContentTypes = "application/json;as=Table;v=v1;g=meta.k8s.io"
+	dyn := dynamic.NewForConfigOrDie(rc)
+	list, err := dyn.Resource(api.ImageCacheResource).Namespace(ns).List(c.ctx, metav1.ListOptions{})
+	if err != nil {
+		c.t.Errorf("table: %v", err)
+		return
+	}
+	c.t.Logf("kubectl get ic -n %s:\n%s", ns, renderTable(list))
+}
+
+func renderTable(list *unstructured.UnstructuredList) string {
+	var b strings.Builder
+	cols, _, _ := unstructured.NestedSlice(list.Object, "columnDefinitions")
+	rows, _, _ := unstructured.NestedSlice(list.Object, "rows")
+	var header []string
+	for _, col := range cols {
+		m := col.(map[string]any)
+		if p, _ := m["priority"].(int64); p > 0 {
+			continue
+		}
+		header = append(header, strings.ToUpper(fmt.Sprint(m["name"])))
+	}
+	b.WriteString(strings.Join(header, "\t") + "\n")
+	for _, r := range rows {
+		cells, _ := r.(map[string]any)["cells"].([]any)
+		var line []string
+		for i := range header {
+			if i < len(cells) {
+				line = append(line, fmt.Sprint(cells[i]))
+			}
+		}
+		b.WriteString(strings.Join(line, "\t") + "\n")
+	}
+	return b.String()
+}
+
+// dump is the state a failure report needs: every ImageCache's status and
+// every NodeImages object.
+func (c *cluster) dump() string {
+	var b strings.Builder
+	ctx := context.Background()
+	for _, r := range []struct {
+		res        string
+		namespaced bool
+	}{{"imagecaches", true}, {"nodeimages", false}} {
+		gvr := api.ImageCacheResource
+		if r.res == "nodeimages" {
+			gvr = api.NodeImagesResource
+		}
+		list, err := c.dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			fmt.Fprintf(&b, "%s: %v\n", r.res, err)
+			continue
+		}
+		for _, item := range list.Items {
+			unstructured.RemoveNestedField(item.Object, "metadata", "managedFields")
+			data, _ := yaml.Marshal(item.Object)
+			fmt.Fprintf(&b, "--- %s %s/%s\n%s", r.res, item.GetNamespace(), item.GetName(), data)
+		}
+	}
+	return b.String()
+}
