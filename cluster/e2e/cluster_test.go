@@ -7,11 +7,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"text/tabwriter"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -85,6 +87,7 @@ func TestClusterImageCache(t *testing.T) {
 		c.mustHaveImage(n, c.images["app"], true)
 		c.mustHaveRecord(n, tenantA+"/regcred")
 	}
+	c.logTable(tenantA)
 	c.mustHaveImage("node-c", c.images["app"], false)
 	if recs := c.records("node-c"); len(recs) != 0 {
 		t.Errorf("node-c is not selected but has pull records: %v", recs)
@@ -552,41 +555,45 @@ func (c *cluster) pulledEvent(ns, pod string) string {
 // logTable prints the namespace's ImageCaches as kubectl get ic does: the
 // API server's Table rendering with the CRD's printer columns.
 func (c *cluster) logTable(ns string) {
-	rc := rest.CopyConfig(c.srv.Admin)
-	rc.AcceptContentTypes = "application/json;as=Table;v=v1;g=meta.k8s.io"
-	dyn := dynamic.NewForConfigOrDie(rc)
-	list, err := dyn.Resource(api.ImageCacheResource).Namespace(ns).List(c.ctx, metav1.ListOptions{})
+	hc, err := rest.HTTPClientFor(c.srv.Admin)
 	if err != nil {
 		c.t.Errorf("table: %v", err)
 		return
 	}
-	c.t.Logf("kubectl get ic -n %s:\n%s", ns, renderTable(list))
-}
-
-func renderTable(list *unstructured.UnstructuredList) string {
-	var b strings.Builder
-	cols, _, _ := unstructured.NestedSlice(list.Object, "columnDefinitions")
-	rows, _, _ := unstructured.NestedSlice(list.Object, "rows")
-	var header []string
-	for _, col := range cols {
-		m := col.(map[string]any)
-		if p, _ := m["priority"].(int64); p > 0 {
-			continue
-		}
-		header = append(header, strings.ToUpper(fmt.Sprint(m["name"])))
+	req, _ := http.NewRequestWithContext(c.ctx, http.MethodGet, c.srv.URL+"/apis/kubefledged.io/v1alpha2/namespaces/"+ns+"/imagecaches", nil)
+	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	req.Header.Set("Authorization", "Bearer "+c.srv.AdminToken)
+	resp, err := hc.Do(req)
+	if err != nil {
+		c.t.Errorf("table: %v", err)
+		return
 	}
-	b.WriteString(strings.Join(header, "\t") + "\n")
-	for _, r := range rows {
-		cells, _ := r.(map[string]any)["cells"].([]any)
-		var line []string
+	defer resp.Body.Close()
+	var table metav1.Table
+	if err := json.NewDecoder(resp.Body).Decode(&table); err != nil {
+		c.t.Errorf("table: %v", err)
+		return
+	}
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 8, 3, ' ', 0)
+	var header []string
+	for _, col := range table.ColumnDefinitions {
+		if col.Priority == 0 {
+			header = append(header, strings.ToUpper(col.Name))
+		}
+	}
+	fmt.Fprintln(w, strings.Join(header, "\t"))
+	for _, row := range table.Rows {
+		var cells []string
 		for i := range header {
-			if i < len(cells) {
-				line = append(line, fmt.Sprint(cells[i]))
+			if i < len(row.Cells) {
+				cells = append(cells, fmt.Sprint(row.Cells[i]))
 			}
 		}
-		b.WriteString(strings.Join(line, "\t") + "\n")
+		fmt.Fprintln(w, strings.Join(cells, "\t"))
 	}
-	return b.String()
+	w.Flush()
+	c.t.Logf("kubectl get ic -n %s:\n%s", ns, b.String())
 }
 
 // dump is the state a failure report needs: every ImageCache's status and
