@@ -345,3 +345,35 @@ func TestSecretCacheIgnoresPresence(t *testing.T) {
 		t.Errorf("counts %+v: a cache with a secret must go through the kubelet", ic.Status.Counts)
 	}
 }
+
+// A node whose agent reports its image filesystem above the threshold gets
+// no pull: the request fails with the reason, and other nodes are pulled.
+func TestFullImageFsSkipsPulls(t *testing.T) {
+	e := newEnv(t)
+	full, fine := e.addNode("full", true), e.addNode("fine", true)
+	obj := fmt.Sprintf(`{"apiVersion":"pullrecords.io/v1alpha1","kind":"NodeImages","metadata":{"name":%q}}`, full)
+	force := true
+	if _, err := e.dyn.Resource(api.NodeImagesResource).Patch(e.ctx, full, "application/apply-patch+yaml", []byte(obj),
+		metav1.PatchOptions{FieldManager: "test-setup", Force: &force}); err != nil {
+		t.Fatal(err)
+	}
+	report := func(generation int64, images string) {
+		t.Helper()
+		body := fmt.Sprintf(`{"apiVersion":"pullrecords.io/v1alpha1","kind":"NodeImages","metadata":{"name":%q},"status":{"agent":{"heartbeatTime":%q,"observedGeneration":%d,"imageFsUsedBytes":90,"imageFsTotalBytes":100},"images":[%s]}}`,
+			full, time.Now().UTC().Format(time.RFC3339), generation, images)
+		if _, err := e.dyn.Resource(api.NodeImagesResource).Patch(e.ctx, full, "application/apply-patch+yaml", []byte(body),
+			metav1.PatchOptions{FieldManager: "pullrecords-agent", Force: &force}, "status"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	report(1, "")
+	e.startController(controller.Config{})
+	e.applyCache("c", fmt.Sprintf("  cacheSpec:\n  - images: [x:1]\n    nodeSelector: {%s: \"yes\"}\n", e.label))
+	e.waitFor("the full node's spec", func() bool { return len(specImages(e.nodeImages(full))) == 1 })
+	report(e.nodeImages(full).Generation, `{"image":"x:1","present":false}`)
+	ic := e.waitDone("c", api.ReasonImageCacheCreate)
+	f := ic.Status.Failures["x:1"]
+	if len(f) != 1 || f[0].Node != full || f[0].Reason != "ImageFsAboveThreshold" || e.kubelet.Pulled(full, "x:1") || !e.kubelet.Pulled(fine, "x:1") {
+		t.Errorf("failures %+v", ic.Status.Failures)
+	}
+}

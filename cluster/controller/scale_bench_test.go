@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"runtime"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 
 	"github.com/pullrecords/pullrecords/cluster/api"
 	"github.com/pullrecords/pullrecords/cluster/controller"
@@ -54,6 +56,11 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // process's heap after the run (controller plus stand-in).
 func BenchmarkScale500Nodes10Images(b *testing.B) {
 	nodes, images := 500, 10
+	// The controller's log would interleave with the benchmark's result
+	// lines; the progress lines (b.Logf) say what happens.
+	klog.LogToStderr(false)
+	klog.SetOutput(io.Discard)
+	defer klog.LogToStderr(true)
 	if n := os.Getenv("PULLRECORDS_BENCH_NODES"); n != "" {
 		nodes, _ = strconv.Atoi(n)
 	}
