@@ -28,8 +28,8 @@
 //     and service account tokens. Authorization is Node,RBAC; admission has
 //     NodeRestriction on and ServiceAccount off. Privileged pods are allowed.
 //   - Every rest.Config returned has QPS 1000 and Burst 2000.
-//   - Each child runs in its own process group. Stop sends SIGTERM to the
-//     groups (apiserver first), SIGKILL after 5 s, waits until both children
+//   - Each child runs in its own process group. Stop sends SIGTERM to each
+//     child (apiserver first), SIGKILL to its group after 5 s, waits until both children
 //     are reaped, then removes Server.Dir. Stop is idempotent.
 //   - Each child gets SIGKILL from the kernel if the test process dies
 //     without calling Stop (Pdeathsig on a thread kept alive for the child's

@@ -1,6 +1,8 @@
 package apiservertest
 
 import (
+	"github.com/pullrecords/pullrecords/cluster/internal/childproc"
+
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -61,8 +63,8 @@ type Server struct {
 
 	etcdURL    string
 	nodeTokens map[string]string
-	etcd       *process
-	apiserver  *process
+	etcd       *childproc.Process
+	apiserver  *childproc.Process
 
 	stopOnce sync.Once
 	stopErr  error
@@ -116,7 +118,7 @@ func (s *Server) start(ctx context.Context, bin string, opts Options) error {
 		"--unsafe-no-fsync",
 		"--log-level=warn",
 	}
-	s.etcd, err = startProcess("etcd", filepath.Join(bin, "etcd"), etcdArgs, filepath.Join(s.Dir, "etcd.log"), opts.LogWriter)
+	s.etcd, err = childproc.Start("etcd", filepath.Join(bin, "etcd"), etcdArgs, nil, filepath.Join(s.Dir, "etcd.log"), opts.LogWriter)
 	if err != nil {
 		return err
 	}
@@ -124,7 +126,7 @@ func (s *Server) start(ctx context.Context, bin string, opts Options) error {
 	if err := waitReady(ctx, s.etcd, plain, s.etcdURL+"/health", "", func(body string) bool {
 		return strings.Contains(body, `"health":"true"`)
 	}); err != nil {
-		return s.etcd.failure(fmt.Errorf("etcd not healthy: %w", err))
+		return s.etcd.Failure(fmt.Errorf("etcd not healthy: %w", err))
 	}
 
 	// credentials
@@ -173,7 +175,7 @@ func (s *Server) start(ctx context.Context, bin string, opts Options) error {
 		"--allow-privileged=true",
 	}
 	apiArgs = append(apiArgs, opts.ExtraAPIServerFlags...)
-	s.apiserver, err = startProcess("kube-apiserver", filepath.Join(bin, "kube-apiserver"), apiArgs, filepath.Join(s.Dir, "kube-apiserver.log"), opts.LogWriter)
+	s.apiserver, err = childproc.Start("kube-apiserver", filepath.Join(bin, "kube-apiserver"), apiArgs, nil, filepath.Join(s.Dir, "kube-apiserver.log"), opts.LogWriter)
 	if err != nil {
 		return err
 	}
@@ -186,10 +188,10 @@ func (s *Server) start(ctx context.Context, bin string, opts Options) error {
 	if err := waitReady(ctx, s.apiserver, insecure, s.URL+"/readyz", s.AdminToken, func(body string) bool {
 		return strings.TrimSpace(body) == "ok"
 	}); err != nil {
-		if s.etcd.exited() {
-			return s.etcd.failure(fmt.Errorf("etcd exited while kube-apiserver started: %w", err))
+		if s.etcd.Exited() {
+			return s.etcd.Failure(fmt.Errorf("etcd exited while kube-apiserver started: %w", err))
 		}
-		return s.apiserver.failure(fmt.Errorf("kube-apiserver not ready: %w", err))
+		return s.apiserver.Failure(fmt.Errorf("kube-apiserver not ready: %w", err))
 	}
 
 	s.CAFile = filepath.Join(certDir, "apiserver.crt")
@@ -203,14 +205,14 @@ func (s *Server) start(ctx context.Context, bin string, opts Options) error {
 		return fmt.Errorf("admin client: %w", err)
 	}
 	if _, err := cs.Discovery().ServerVersion(); err != nil {
-		return s.apiserver.failure(fmt.Errorf("GET /version with the admin config and %s: %w", s.CAFile, err))
+		return s.apiserver.Failure(fmt.Errorf("GET /version with the admin config and %s: %w", s.CAFile, err))
 	}
 	return nil
 }
 
 // waitReady polls url until ok(body) holds for a 200 answer, the process
 // exits or ctx ends.
-func waitReady(ctx context.Context, p *process, c *http.Client, url, token string, ok func(string) bool) error {
+func waitReady(ctx context.Context, p *childproc.Process, c *http.Client, url, token string, ok func(string) bool) error {
 	var last string
 	for {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -232,8 +234,8 @@ func waitReady(ctx context.Context, p *process, c *http.Client, url, token strin
 			last = err.Error()
 		}
 		select {
-		case <-p.done:
-			return fmt.Errorf("process exited (%v); last probe: %s", p.err, last)
+		case <-p.Done():
+			return fmt.Errorf("process exited (%v); last probe: %s", p.Err(), last)
 		case <-ctx.Done():
 			return fmt.Errorf("%w; last probe: %s", ctx.Err(), last)
 		case <-time.After(100 * time.Millisecond):
@@ -291,11 +293,11 @@ func writeRSAKey(path string) error {
 func (s *Server) Stop() error {
 	s.stopOnce.Do(func() {
 		var errs []error
-		for _, p := range []*process{s.apiserver, s.etcd} {
+		for _, p := range []*childproc.Process{s.apiserver, s.etcd} {
 			if p == nil {
 				continue
 			}
-			if err := p.stop(); err != nil {
+			if err := p.Stop(termGrace); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -315,9 +317,9 @@ func (s *Server) Stop() error {
 // Each is also its process group's id.
 func (s *Server) PIDs() []int {
 	var pids []int
-	for _, p := range []*process{s.apiserver, s.etcd} {
+	for _, p := range []*childproc.Process{s.apiserver, s.etcd} {
 		if p != nil {
-			pids = append(pids, p.pid())
+			pids = append(pids, p.PID())
 		}
 	}
 	return pids

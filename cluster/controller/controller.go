@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -20,7 +21,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/pullrecords/pullrecords/cluster/api"
-	"github.com/pullrecords/pullrecords/imagecache"
 )
 
 const (
@@ -95,7 +95,7 @@ func New(cfg Config) (*Controller, error) {
 	}
 	c.kubeInformers = informers.NewSharedInformerFactory(cfg.Kube, 0)
 	c.podInformers = informers.NewSharedInformerFactoryWithOptions(cfg.Kube, 0,
-		informers.WithTweakListOptions(func(o *metav1ListOptions) { o.LabelSelector = managedByLabel + "=" + managedByValue }))
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managedByLabel + "=" + managedByValue }))
 	c.dynInformers = dynamicinformer.NewDynamicSharedInformerFactory(cfg.Dynamic, 0)
 
 	cacheInf := c.dynInformers.ForResource(api.ImageCacheResource)
@@ -346,27 +346,4 @@ func (c *Controller) podChanged(obj any) {
 	if key := pod.Annotations[cacheAnno]; key != "" {
 		c.cacheQueue.AddAfter(key, batchDelay)
 	}
-}
-
-// Requests the seed's work requests for every ImageCache's current action,
-// in cache then node then image order: what the controller works on. For
-// tests and for the command's explanations.
-func (c *Controller) Requests() ([]imagecache.ImageWorkRequest, error) {
-	objs, err := c.caches.List(everything())
-	if err != nil {
-		return nil, err
-	}
-	nodes, err := c.nodes.List(everything())
-	if err != nil {
-		return nil, err
-	}
-	var out []imagecache.ImageWorkRequest
-	for _, o := range objs {
-		var ic api.ImageCache
-		if err := api.FromUnstructured(o.(*unstructured.Unstructured), &ic); err != nil {
-			continue
-		}
-		out = append(out, requests(&ic, nodes)...)
-	}
-	return out, nil
 }

@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -314,10 +313,6 @@ func (e *env) managedPods() []corev1.Pod {
 		e.t.Fatal(err)
 	}
 	return pods.Items
-}
-
-func unstructuredName(u *unstructured.Unstructured) string {
-	return u.GetNamespace() + "/" + u.GetName()
 }
 
 // waitForPolicies waits until the API server enforces the admission

@@ -23,8 +23,6 @@ import (
 	"github.com/pullrecords/pullrecords/imagecache"
 )
 
-type metav1ListOptions = metav1.ListOptions
-
 func everything() labels.Selector { return labels.Everything() }
 
 // waitForReport is how soon a cache waiting on an agent's report or on

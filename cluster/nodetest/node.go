@@ -1,6 +1,8 @@
 package nodetest
 
 import (
+	"github.com/pullrecords/pullrecords/cluster/internal/childproc"
+
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -94,8 +96,8 @@ type Node struct {
 	kubeletArgs []string
 
 	mu         sync.Mutex
-	containerd *proc
-	kubelet    *proc
+	containerd *childproc.Process
+	kubelet    *childproc.Process
 	stopped    bool
 }
 
@@ -111,7 +113,7 @@ func (n *Node) logPath(name string) string {
 }
 
 func (n *Node) logs() string {
-	return logTail(n.KubeletLog(), 40) + "\n" + logTail(n.ContainerdLog(), 25)
+	return childproc.LogTail(n.KubeletLog(), 40) + "\n" + childproc.LogTail(n.ContainerdLog(), 25)
 }
 
 // checkHostTools reports missing programs with the Debian packages that hold
@@ -325,7 +327,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 }
 
 func (n *Node) startContainerd(ctx context.Context) error {
-	p, err := startProc("containerd", n.ContainerdLog(), nil, "containerd", "--config", filepath.Join(n.Dir, "containerd", "config.toml"))
+	p, err := childproc.Start("containerd", "containerd", []string{"--config", filepath.Join(n.Dir, "containerd", "config.toml")}, nil, n.ContainerdLog(), nil)
 	if err != nil {
 		return err
 	}
@@ -339,12 +341,12 @@ func (n *Node) startContainerd(ctx context.Context) error {
 			return nil
 		}
 		switch {
-		case p.exited():
-			return fmt.Errorf("node %s: containerd exited: %v\n%s", n.Name, p.err, logTail(n.ContainerdLog(), 40))
+		case p.Exited():
+			return fmt.Errorf("node %s: containerd exited: %v\n%s", n.Name, p.Err(), childproc.LogTail(n.ContainerdLog(), 40))
 		case ctx.Err() != nil:
-			return fmt.Errorf("node %s: waiting for containerd: %w\n%s", n.Name, ctx.Err(), logTail(n.ContainerdLog(), 40))
+			return fmt.Errorf("node %s: waiting for containerd: %w\n%s", n.Name, ctx.Err(), childproc.LogTail(n.ContainerdLog(), 40))
 		case time.Now().After(deadline):
-			return fmt.Errorf("node %s: containerd did not open %s in 30s\n%s", n.Name, n.socket, logTail(n.ContainerdLog(), 40))
+			return fmt.Errorf("node %s: containerd did not open %s in 30s\n%s", n.Name, n.socket, childproc.LogTail(n.ContainerdLog(), 40))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -431,11 +433,11 @@ func (n *Node) StartKubelet(ctx context.Context) error {
 		n.mu.Unlock()
 		return fmt.Errorf("node %s is stopped", n.Name)
 	}
-	if n.kubelet != nil && !n.kubelet.exited() {
+	if n.kubelet != nil && !n.kubelet.Exited() {
 		n.mu.Unlock()
 		return fmt.Errorf("node %s: kubelet already running", n.Name)
 	}
-	p, err := startProc("kubelet", n.KubeletLog(), nil, n.opts.Kubelet, n.kubeletArgs...)
+	p, err := childproc.Start("kubelet", n.opts.Kubelet, n.kubeletArgs, nil, n.KubeletLog(), nil)
 	if err != nil {
 		n.mu.Unlock()
 		return err
@@ -454,8 +456,8 @@ func (n *Node) StartKubelet(ctx context.Context) error {
 			}
 		}
 		switch {
-		case p.exited():
-			return fmt.Errorf("node %s: kubelet exited: %v\n%s", n.Name, p.err, n.logs())
+		case p.Exited():
+			return fmt.Errorf("node %s: kubelet exited: %v\n%s", n.Name, p.Err(), n.logs())
 		case ctx.Err() != nil:
 			return fmt.Errorf("node %s: waiting for kubelet healthz: %w\n%s", n.Name, ctx.Err(), n.logs())
 		case time.Now().After(deadline):
@@ -471,7 +473,7 @@ func (n *Node) StopKubelet() {
 	n.mu.Lock()
 	p := n.kubelet
 	n.mu.Unlock()
-	p.stop(10 * time.Second)
+	_ = p.Stop(10 * time.Second)
 }
 
 // waitReady waits until the Node object reports Ready, reading it with the
@@ -505,10 +507,10 @@ func (n *Node) waitReady(ctx context.Context, timeout time.Duration) error {
 		k, c := n.kubelet, n.containerd
 		n.mu.Unlock()
 		switch {
-		case k.exited():
-			return fmt.Errorf("node %s: kubelet exited before Ready: %v\n%s", n.Name, k.err, n.logs())
-		case c.exited():
-			return fmt.Errorf("node %s: containerd exited before Ready: %v\n%s", n.Name, c.err, n.logs())
+		case k.Exited():
+			return fmt.Errorf("node %s: kubelet exited before Ready: %v\n%s", n.Name, k.Err(), n.logs())
+		case c.Exited():
+			return fmt.Errorf("node %s: containerd exited before Ready: %v\n%s", n.Name, c.Err(), n.logs())
 		}
 		select {
 		case <-ctx.Done():
@@ -533,7 +535,7 @@ func (n *Node) Stop() {
 	k, c := n.kubelet, n.containerd
 	n.mu.Unlock()
 
-	k.stop(10 * time.Second)
+	_ = k.Stop(10 * time.Second)
 	cgroups := n.runcCgroups()
 	shims := procsWithArg(n.socket)
 	podProcs := descendants(shims)
@@ -548,7 +550,7 @@ func (n *Node) Stop() {
 	if syscall.Stat("/proc/self/ns/net", &hostNS) == nil {
 		delete(netns, hostNS.Ino)
 	}
-	c.stop(10 * time.Second)
+	_ = c.Stop(10 * time.Second)
 	// Shims started after the scan above (containerd was still running).
 	shims = append(shims, procsWithArg(n.socket)...)
 	killAndWait(append(descendants(shims), podProcs...), 10*time.Second)

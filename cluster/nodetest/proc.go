@@ -1,12 +1,13 @@
 package nodetest
 
 import (
+	"github.com/pullrecords/pullrecords/cluster/internal/childproc"
+
 	"bytes"
 	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -19,99 +20,7 @@ import (
 // PIDFileEnv names the environment variable that, when set, makes every
 // process this package starts append its PID (one a line) to that file, so
 // that a calling script can stop them even if the test binary dies.
-const PIDFileEnv = "PULLRECORDS_TEST_PIDFILE"
-
-var pidFileMu sync.Mutex
-
-func recordPID(pid int) {
-	path := os.Getenv(PIDFileEnv)
-	if path == "" {
-		return
-	}
-	pidFileMu.Lock()
-	defer pidFileMu.Unlock()
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		return
-	}
-	fmt.Fprintf(f, "%d\n", pid)
-	f.Close()
-}
-
-// proc is one program started by this package, logging to a file.
-type proc struct {
-	name    string
-	logPath string
-	cmd     *exec.Cmd
-	done    chan struct{} // closed when the process has exited and been reaped
-	err     error         // Wait's result, valid after done
-}
-
-// startProc starts path with args, stdout and stderr appended to logPath.
-// The process gets its own process group and is killed (SIGKILL) should the
-// test binary die first.
-func startProc(name, logPath string, env []string, path string, args ...string) (*proc, error) {
-	logf, err := os.OpenFile(logPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close()
-	fmt.Fprintf(logf, "==== %s: %s %s\n", time.Now().Format(time.RFC3339Nano), path, strings.Join(args, " "))
-	cmd := exec.Command(path, args...)
-	cmd.Stdout = logf
-	cmd.Stderr = logf
-	if env != nil {
-		cmd.Env = append(os.Environ(), env...)
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	recordPID(cmd.Process.Pid)
-	p := &proc{name: name, logPath: logPath, cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// stop sends SIGTERM, waits up to grace, then SIGKILLs the process group.
-func (p *proc) stop(grace time.Duration) {
-	if p == nil || p.exited() {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
-
-// logTail returns the last n lines of the file at path, for error messages.
-func logTail(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(no log %s: %v)", path, err)
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return fmt.Sprintf("---- last %d lines of %s:\n%s", len(lines), path, strings.Join(lines, "\n"))
-}
+const PIDFileEnv = childproc.PIDFileEnv
 
 var (
 	portsMu sync.Mutex

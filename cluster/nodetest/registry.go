@@ -1,6 +1,8 @@
 package nodetest
 
 import (
+	"github.com/pullrecords/pullrecords/cluster/internal/childproc"
+
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -30,7 +32,7 @@ type Registry struct {
 	Auth *BasicAuth
 
 	dir      string
-	p        *proc
+	p        *childproc.Process
 	stopOnce sync.Once
 }
 
@@ -80,7 +82,7 @@ http:
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}
-	p, err := startProc("docker-registry", filepath.Join(dir, "registry.log"), nil, bin, "serve", cfgPath)
+	p, err := childproc.Start("docker-registry", bin, []string{"serve", cfgPath}, nil, filepath.Join(dir, "registry.log"), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -96,11 +98,11 @@ http:
 			}
 		}
 		switch {
-		case p.exited():
-			return nil, fmt.Errorf("docker-registry on %s exited: %v\n%s", host, p.err, logTail(p.logPath, 30))
+		case p.Exited():
+			return nil, fmt.Errorf("docker-registry on %s exited: %v\n%s", host, p.Err(), childproc.LogTail(p.LogPath, 30))
 		case ctx.Err() != nil, time.Now().After(deadline):
 			r.Stop()
-			return nil, fmt.Errorf("docker-registry on %s did not answer /v2/ in time\n%s", host, logTail(p.logPath, 30))
+			return nil, fmt.Errorf("docker-registry on %s did not answer /v2/ in time\n%s", host, childproc.LogTail(p.LogPath, 30))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -108,5 +110,5 @@ http:
 
 // Stop stops the registry (idempotent). Its data stays in dir.
 func (r *Registry) Stop() {
-	r.stopOnce.Do(func() { r.p.stop(5 * time.Second) })
+	r.stopOnce.Do(func() { _ = r.p.Stop(5 * time.Second) })
 }
