@@ -41,6 +41,9 @@ type PullManager struct {
 	// intentDrops counts stored-intent deletions (bumped just before each),
 	// so a lock-free check can tell whether it must re-read a record.
 	intentDrops atomic.Uint64
+	// pulls says when a pull of each imageRef was last recorded, for
+	// PruneUnknownRecords (see prune.go).
+	pulls recentPulls
 }
 
 var _ ImagePullManager = (*PullManager)(nil)
@@ -135,6 +138,9 @@ func (m *PullManager) writeRecordIfChanged(logger klog.Logger, image, imageRef s
 	}
 	unlock := m.pulledLocks.Lock(imageRef)
 	defer unlock()
+	// Noted under the record's lock, before the merge, so a prune deciding
+	// under the same lock either sees the pull or runs before its write.
+	m.pulls.note(imageRef, m.clock.Now())
 	return m.mergeLocked(logger, key, imageRef, creds, nil)
 }
 

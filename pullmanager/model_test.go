@@ -83,6 +83,10 @@ type model struct {
 	files      map[string]bool // stored intents
 	counts     map[string]int  // in-flight pulls in this process
 	present    map[string]bool // runtime: canonical reference -> present
+	// pulledAt is when the manager last recorded a finished pull of each
+	// imageRef (changed or not), since it started: a prune keeps those
+	// records of pulls at or after its until.
+	pulledAt map[string]time.Time
 }
 
 func (md *model) policy(p VerificationPolicy, key string, pulled bool) bool {
@@ -359,7 +363,7 @@ func runModel(t *testing.T, seed uint64, ops int, protect, normalized bool, open
 	ctx := klog.NewContext(context.Background(), logr.Discard())
 	logger := klog.FromContext(ctx)
 	clk := testingclock.NewFakeClock(t0)
-	md := &model{protect: protect, normalized: normalized, records: map[string]*modelRecord{}, files: map[string]bool{}, counts: map[string]int{}, present: map[string]bool{}}
+	md := &model{protect: protect, normalized: normalized, records: map[string]*modelRecord{}, files: map[string]bool{}, counts: map[string]int{}, present: map[string]bool{}, pulledAt: map[string]time.Time{}}
 	for _, im := range universe { // some images are preloaded
 		if rng.IntN(3) == 0 {
 			md.present[im.canonical] = true
@@ -432,6 +436,7 @@ func runModel(t *testing.T, seed uint64, ops int, protect, normalized bool, open
 		md.present[im.canonical] = true
 		c := randCreds()
 		m.RecordImagePulled(ctx, im.raw, im.ref, c)
+		md.pulledAt[im.ref] = clk.Now()
 		if fail["WriteImagePulledRecord"] && md.wouldWrite(im.ref, md.keyOf(im), c) {
 			return // the record write failed: the intent is kept
 		}
@@ -543,7 +548,7 @@ func runModel(t *testing.T, seed uint64, ops int, protect, normalized bool, open
 			injectFaults()
 			m.PruneUnknownRecords(ctx, list, until)
 			for ref, r := range md.records {
-				if !inList[ref] && r.updated.Before(until) {
+				if !inList[ref] && r.updated.Before(until) && md.pulledAt[ref].Before(until) {
 					delete(md.records, ref)
 				}
 			}
@@ -558,6 +563,7 @@ func runModel(t *testing.T, seed uint64, ops int, protect, normalized bool, open
 			}
 			pending = nil
 			clear(md.counts)
+			clear(md.pulledAt) // the new manager remembers nothing
 			m = start()
 			md.recover(clk.Now())
 		default: // a preloaded image appears
@@ -612,6 +618,7 @@ func (md *model) recover(now time.Time) {
 			continue
 		}
 		md.apply(ref, md.keyOf(canon[image]), nil, now)
+		md.pulledAt[ref] = now
 		delete(md.files, image)
 	}
 }
