@@ -158,10 +158,29 @@
 // regular file under a record name is read through the directory's
 // descriptor (openat, fstat, read, close: the fstat gives its mode and
 // owner) and a file in the kubelet's form is checked without being decoded.
-// Repair, under the store's lock,
-// quarantines bad entries under image_manager/quarantine, removes temporary
-// files, rewrites v1alpha1 files and fixes modes. The pullrecords fsck
-// command uses them.
+// Repair, under the store's lock, quarantines bad entries under
+// image_manager/quarantine, removes temporary files, rewrites v1alpha1 files
+// and fixes modes. The pullrecords fsck command uses them.
+//
+// Repair never turns a check's "must pull" into "may use". An entry that a
+// point read reports as corrupt (undecodable, oversized, of the wrong kind,
+// not a regular file) makes every check for its key answer "must pull"
+// under every policy, and its key cannot be recovered from its name (a
+// hash). Removing it would leave neither record nor intent for that key, so
+// a present image would look preloaded, and under the default policy
+// (NeverVerifyPreloadedImages) every pod could use it; an intent's loss
+// would also hide a pull the kubelet never finished recording. So Repair
+// moves such an entry to quarantine and, in the same atomic step
+// (renameat2 with RENAME_EXCHANGE, or where that is missing a hard link
+// and a rename), leaves under its name a fail-safe placeholder: a regular
+// 0600 file whose content is not JSON, which this store and the kubelet's
+// strict decoder both read as corrupt (ProblemPlaceholder in Inspect's
+// report). The kubelet's next pull of that image rewrites the file like
+// any other. An entry that cannot be swapped without its name being absent
+// for a moment (a directory, where the exchange is not available) is left
+// as it is. Entries that no check reads are simply moved: a file whose
+// content names another key ("not found" for both keys, before and after),
+// and names that are not record names.
 //
 // # Non-guarantees
 //

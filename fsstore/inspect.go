@@ -44,6 +44,13 @@ const (
 	// a record owned by another user may have been planted. Repair reports
 	// it and changes nothing.
 	ProblemBadOwner Problem = "BadOwner"
+	// ProblemPlaceholder: the fail-safe placeholder Repair left in place of
+	// an entry a check read as an error. It still reads as corrupt, so a
+	// check for its key answers "must pull" under every policy, as it did
+	// before the repair; the kubelet's next pull of the image replaces it.
+	// Repair leaves it alone, and it is not counted among the problems
+	// left.
+	ProblemPlaceholder Problem = "Placeholder"
 )
 
 // StoreDir is the FileReport.Dir of image_manager/ itself.
@@ -196,6 +203,10 @@ func inspectEntry(d *dir, owner ownerCheck, name string, typ fs.FileMode) (fr Fi
 // the current version and only its mode and owner are left to check.
 func inspectContent(d *dir, fr FileReport, data []byte) (_ FileReport, ok, done bool) {
 	name := fr.Name
+	if isPlaceholder(data) {
+		fr.Problem = ProblemPlaceholder
+		return fr, false, true
+	}
 	if f, ok := d.canonical(name, data); ok {
 		// The form the kubelet writes, checked without decoding.
 		fr.Kind, fr.Version, fr.Key = f.Kind, f.Version, f.Key
@@ -235,14 +246,30 @@ func modeProblem(fr FileReport, ownerErr error, perm fs.FileMode) FileReport {
 	return fr
 }
 
-// Repair fixes what r reports (run Inspect first; a nil r runs it): it moves
-// corrupt, mismatched, wrong-kind, foreign and non-regular entries to
-// <kubeletDir>/image_manager/quarantine/<dir>/<name> (adding a numeric suffix
-// if that name is taken), removes temporary files, rewrites v1alpha1 files as
-// v1beta1 and resets bad modes to 0600 (files) and 0700 (directories). Each
-// entry is examined again before it is changed, so an entry fixed since r
-// was made is left alone. moved lists the moved entries as "<dir>/<name>".
-// Every change is synced to disk.
+// Repair fixes what r reports (run Inspect first; a nil r runs it), and never
+// turns a check's "must pull" into "may use":
+//
+//   - an entry under a record name that a check reads as an error (corrupt,
+//     oversized, of the wrong kind, not a regular file) is moved to
+//     <kubeletDir>/image_manager/quarantine/<dir>/<name> (a numeric suffix
+//     is added if that name is taken) and the fail-safe placeholder takes
+//     its name in the same atomic step (ProblemPlaceholder), so the key it
+//     stands for, which nobody can tell from the hash, keeps reading as an
+//     error: removing it would make a present image look preloaded, or let
+//     a pull in flight be forgotten. Where the swap cannot be atomic (a
+//     directory, on a file system without renameat2's RENAME_EXCHANGE) the
+//     entry is left as it is;
+//   - entries no check reads are moved to quarantine: files whose content
+//     names another key (a check finds "no record" for either key, before
+//     and after) and names that are not record names;
+//   - temporary files are removed, v1alpha1 files rewritten as v1beta1 with
+//     the same content, and bad modes reset to 0600 (files) and 0700
+//     (directories).
+//
+// Each entry is examined again before it is changed, so an entry fixed since
+// r was made is left alone. moved lists the entries moved to quarantine as
+// "<dir>/<name>", placeholders' originals included. Every change is synced to
+// disk.
 //
 // Repair takes the store's lock for its duration, as a writable Store does:
 // while one is open it fails with a *LockedError (ErrLocked). Run it with the
@@ -314,7 +341,36 @@ func Repair(logger klog.Logger, kubeletDir string, r *Report) (moved []string, e
 			}
 			touched[DirName+"/"+f.Dir] = true
 			logger.Info("Removed temporary file", "dir", f.Dir, "name", f.Name)
-		case ProblemCorrupt, ProblemKeyMismatch, ProblemWrongKind, ProblemForeignFile, ProblemNotRegular:
+		case ProblemCorrupt, ProblemWrongKind, ProblemNotRegular:
+			if !isRecordName(f.Name) {
+				// A name no check looks up (a sub-directory under a
+				// foreign name, say): nothing to keep.
+				dst, err := quarantine(root, f.Dir, f.Name)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("quarantining %s: %w", rel, err))
+					continue
+				}
+				touched[DirName+"/"+f.Dir] = true
+				touched[path.Dir(dst)] = true
+				moved = append(moved, rel)
+				logger.Info("Moved entry to quarantine", "dir", f.Dir, "name", f.Name, "problem", now, "to", dst)
+				continue
+			}
+			dst, err := swapInPlaceholder(root, f.Dir, f.Name)
+			if errors.Is(err, errCannotSwap) {
+				logger.Info("Kept an unreadable entry: it cannot be replaced by a placeholder atomically, and removing it could let a check skip a pull",
+					"dir", f.Dir, "name", f.Name, "problem", now)
+				continue
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("replacing %s by a fail-safe placeholder: %w", rel, err))
+				continue
+			}
+			touched[DirName+"/"+f.Dir] = true
+			touched[path.Dir(dst)] = true
+			moved = append(moved, rel)
+			logger.Info("Moved unreadable entry to quarantine, leaving a fail-safe placeholder", "dir", f.Dir, "name", f.Name, "problem", now, "to", dst)
+		case ProblemKeyMismatch, ProblemForeignFile:
 			dst, err := quarantine(root, f.Dir, f.Name)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("quarantining %s: %w", rel, err))
@@ -364,6 +420,13 @@ func currentProblem(root *os.Root, d *dir, name string) Problem {
 // image_manager/quarantine/<dir>/<name>, or <name>.N if that is taken, and
 // returns the new path relative to root.
 func quarantine(root *os.Root, dirName, name string) (string, error) {
+	return quarantineEntry(root, dirName, name, name)
+}
+
+// quarantineEntry moves image_manager/<dir>/<src> to
+// image_manager/quarantine/<dir>/<name>, or <name>.N if that is taken, and
+// returns the new path relative to root.
+func quarantineEntry(root *os.Root, dirName, src, name string) (string, error) {
 	qdir := DirName + "/" + quarantineDir + "/" + dirName
 	for _, sub := range []string{DirName + "/" + quarantineDir, qdir} {
 		if err := ensureDir(root, sub, true, true); err != nil {
@@ -380,7 +443,7 @@ func quarantine(root *os.Root, dirName, name string) (string, error) {
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			return "", err
 		}
-		return dst, root.Rename(DirName+"/"+dirName+"/"+name, dst)
+		return dst, root.Rename(DirName+"/"+dirName+"/"+src, dst)
 	}
 	return "", fmt.Errorf("too many quarantined copies of %s", name)
 }

@@ -180,20 +180,42 @@ func TestRepair(t *testing.T) {
 			t.Errorf("%s: %v, %v", d, fi, err)
 		}
 	}
-	// Nothing left to repair, and the store opens clean.
+	// Nothing left to repair but the fail-safe placeholders, one for each
+	// entry a check read as an error: they still read as corrupt, so a check
+	// for those keys keeps answering "must pull".
 	r2, err := Inspect(kubeletDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r2.Files) != 0 || r2.Intents != 2 || r2.Records != 2 {
-		t.Errorf("after repair: %+v", r2)
+	wantLeft := []FileReport{
+		{Dir: IntentsDir, Name: FileName("rec"), Problem: ProblemPlaceholder},
+		{Dir: RecordsDir, Name: FileName("corrupt"), Problem: ProblemPlaceholder},
+		{Dir: RecordsDir, Name: FileName("fifo"), Problem: ProblemPlaceholder},
+		{Dir: RecordsDir, Name: FileName("link"), Problem: ProblemPlaceholder},
+	}
+	if diff := cmp.Diff(sortReports(wantLeft), sortReports(r2.Files)); diff != "" || r2.Intents != 2 || r2.Records != 2 {
+		t.Errorf("after repair (-want +got):\n%s\n%+v", diff, r2)
+	}
+	for _, f := range wantLeft {
+		p := filepath.Join(kubeletDir, DirName, f.Dir, f.Name)
+		fi, err := os.Lstat(p)
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != filePerm {
+			t.Errorf("placeholder %s: %v, %v", p, fi, err)
+		}
+	}
+	// A second repair changes nothing.
+	moved2, err := Repair(testLogger(t), kubeletDir, nil)
+	if err != nil || len(moved2) != 0 {
+		t.Errorf("second Repair = %v, %v; want nothing moved", moved2, err)
 	}
 	s := openStore(t, kubeletDir, WithoutSync())
-	if _, err := s.ListImagePulledRecords(); err != nil {
-		t.Error(err)
+	for _, key := range []string{"corrupt", "fifo", "link"} {
+		if _, _, err := s.GetImagePulledRecord(key); !errors.Is(err, accessor.ErrCorrupt) {
+			t.Errorf("record %q after repair: %v, want a corrupt-record error", key, err)
+		}
 	}
-	if _, err := s.ListImagePullIntents(); err != nil {
-		t.Error(err)
+	if _, err := s.ImagePullIntentExists("rec"); !errors.Is(err, accessor.ErrCorrupt) {
+		t.Errorf("intent \"rec\" after repair: %v, want a corrupt-record error", err)
 	}
 	data, err := os.ReadFile(filepath.Join(intentsPath(kubeletDir), FileName("old")))
 	if err != nil || string(data) != string(mustEncodeIntent(t, "old")) {

@@ -90,6 +90,26 @@
 //     under each record's own lock after re-reading it (a record refreshed
 //     meanwhile is kept). Upstream holds every record lock for the whole
 //     prune, blocking all checks.
+//   - PruneUnknownRecords never deletes the record of an image the runtime
+//     holds. Upstream deletes every record older than the garbage
+//     collection's start whose imageRef is not in the list the collector
+//     passes, and that list is only the images it considered for eviction
+//     and kept: images in use by a container and pinned ones are never in it,
+//     nor are those after it freed enough; and an image removed by the
+//     collection and pulled again with the same credentials before the hook
+//     runs changes nothing on disk, so its record keeps its old time. Either
+//     way the image is present with no record and no intent, looks
+//     preloaded, and under NeverVerifyPreloadedImages every pod may use it,
+//     whatever secret pulled it. Here the runtime is listed again (through
+//     the manager's ImageLister) after the candidates are chosen, a failure
+//     to list prunes nothing, and a record is kept if a pull of its imageRef
+//     was recorded at or after until (remembered in memory per imageRef
+//     until its record goes). The security argument: a record only ever
+//     narrows who may use present content, so keeping one too many costs a
+//     file, while deleting one too many hands a private image to every pod.
+//     The cost: records of images that stay present outlive a collection,
+//     which is what they are for; kubeletadapter's TestImageGCRepull shows
+//     the difference against upstream's own code.
 //   - LastUpdatedTime is set at whole-second precision, as stores keep it, so
 //     pruning compares the same whether a record came from memory or disk.
 //   - NewImagePullCredentialVerificationPolicy rejects an allowlist given

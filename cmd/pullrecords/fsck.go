@@ -61,6 +61,14 @@ and foreign entries are moved to image_manager/quarantine, temporary files are
 removed, v1alpha1 files are rewritten as v1beta1 and modes are reset; the table
 and every change made are printed even when the repair fails partway.
 
+A repair never turns a "must pull" into "may use". An entry a check reads as an
+error (corrupt, oversized, wrong kind, not a regular file) makes every check for
+its image answer "must pull"; its key cannot be told from its name, and removing
+it would make a present image look preloaded. So --repair moves it to quarantine
+and, in the same atomic step, leaves a fail-safe placeholder under its name
+(problem Placeholder), which reads as corrupt until the kubelet next pulls that
+image and rewrites the file. Placeholders are listed but not counted as problems.
+
 Exit status: 0 clean (or clean after --repair), 1 problems found (or left after
 --repair), 2 could not run.`,
 		Args: cobra.NoArgs,
@@ -68,7 +76,7 @@ Exit status: 0 clean (or clean after --repair), 1 problems found (or left after
 			return runFsck(cmd.Context(), g, o)
 		},
 	}
-	cmd.Flags().BoolVar(&o.repair, "repair", false, "quarantine broken files, remove temporary files, migrate old versions, fix modes (writes)")
+	cmd.Flags().BoolVar(&o.repair, "repair", false, "quarantine broken files (leaving fail-safe placeholders), remove temporary files, migrate old versions, fix modes (writes)")
 	addNoHeaders(cmd, g)
 	return cmd
 }
@@ -87,6 +95,9 @@ func viewProblems(r *fsstore.Report) []problemView {
 		}
 		if f.Problem == fsstore.ProblemKeyMismatch && f.Key != "" {
 			v.Detail += " (holds " + f.Key + ")"
+		}
+		if f.Problem == fsstore.ProblemPlaceholder {
+			v.Detail = "fail-safe: checks for this key answer must pull until the kubelet pulls the image again"
 		}
 		out = append(out, v)
 	}
@@ -162,9 +173,9 @@ func runFsck(ctx context.Context, g *globalOptions, o *fsckOptions) error {
 	if repairErr != nil {
 		return repairErr
 	}
-	left := len(out.Problems)
+	left := countProblems(out.Problems)
 	if o.repair {
-		left = len(out.Remaining)
+		left = countProblems(out.Remaining)
 	}
 	if left > 0 {
 		return fmt.Errorf("%w: %s", errProblemsFound, plural(left, "problem"))
@@ -196,7 +207,11 @@ func repairActions(found []problemView, moved []string, remaining []problemView)
 	for _, p := range found {
 		entry := p.Dir + "/" + p.Name
 		if isMoved[entry] {
-			out = append(out, repairAction{Entry: entry, Action: "quarantined"})
+			action := "quarantined"
+			if left[problemView{Dir: p.Dir, Name: p.Name, Problem: string(fsstore.ProblemPlaceholder)}] {
+				action = "quarantined, placeholder left"
+			}
+			out = append(out, repairAction{Entry: entry, Action: action})
 			continue
 		}
 		if remaining == nil || left[problemView{Dir: p.Dir, Name: p.Name, Problem: p.Problem}] {
@@ -247,6 +262,8 @@ func printFsck(w io.Writer, out fsckOutput, repair bool, s tableStyle) error {
 				fmt.Fprintf(w, "rewrote %s as %s\n", esc(a.Entry), accessor.CurrentVersion)
 			case "mode reset":
 				fmt.Fprintf(w, "reset the mode of %s\n", esc(a.Entry))
+			case "quarantined, placeholder left":
+				fmt.Fprintf(w, "quarantined %s; a fail-safe placeholder keeps its name\n", esc(a.Entry))
 			default:
 				fmt.Fprintf(w, "%s %s\n", a.Action, esc(a.Entry))
 			}
@@ -257,17 +274,38 @@ func printFsck(w io.Writer, out fsckOutput, repair bool, s tableStyle) error {
 		}
 		left := "not checked again"
 		if out.Rechecked {
-			left = plural(len(out.Remaining), "problem") + " left"
+			left = plural(countProblems(out.Remaining), "problem") + " left" + placeholderNote(out.Remaining)
 		}
 		fmt.Fprintf(w, "%s found; %s (%s quarantined); %s, %s readable; %s\n",
-			plural(len(out.Problems), "problem"), verdict, plural(len(out.Repaired), "entry"),
+			plural(countProblems(out.Problems), "problem"), verdict, plural(len(out.Repaired), "entry"),
 			plural(out.Intents, "intent"), plural(out.Records, "record"), left)
 		return nil
 	}
 	if !s.noHeaders {
-		fmt.Fprintf(w, "%s, %s readable; %s found\n", plural(out.Intents, "intent"), plural(out.Records, "record"), plural(len(out.Problems), "problem"))
+		fmt.Fprintf(w, "%s, %s readable; %s found%s\n", plural(out.Intents, "intent"), plural(out.Records, "record"),
+			plural(countProblems(out.Problems), "problem"), placeholderNote(out.Problems))
 	}
 	return nil
+}
+
+// countProblems counts the problems in views, leaving out the fail-safe
+// placeholders a repair left: they are there on purpose.
+func countProblems(views []problemView) int {
+	n := 0
+	for _, v := range views {
+		if v.Problem != string(fsstore.ProblemPlaceholder) {
+			n++
+		}
+	}
+	return n
+}
+
+// placeholderNote says how many fail-safe placeholders views lists, if any.
+func placeholderNote(views []problemView) string {
+	if n := len(views) - countProblems(views); n > 0 {
+		return "; " + plural(n, "fail-safe placeholder") + " kept"
+	}
+	return ""
 }
 
 // checkingPhase is the progress message for a pass over the records,
