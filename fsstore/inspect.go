@@ -73,7 +73,8 @@ type Report struct {
 	// key, including old-version and bad-mode ones.
 	Intents, Records int
 	// Files lists only the entries with a problem (one problem per entry,
-	// the most serious) and readable old-version files: image_manager/
+	// the most serious), readable old-version files and the fail-safe
+	// placeholders a repair left (ProblemPlaceholder): image_manager/
 	// itself, then each directory (itself first, then its entries in name
 	// order).
 	Files []FileReport
