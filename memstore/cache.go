@@ -54,7 +54,6 @@ var (
 	_ accessor.PullRecordsAccessor = (*Cache)(nil)
 	_ accessor.RecordPeeker        = (*Cache)(nil)
 	_ accessor.RecordCounter       = (*Cache)(nil)
-	_ accessor.Reloader            = (*Cache)(nil)
 )
 
 // NewCache returns a cache in front of delegate, warmed up by listing the
