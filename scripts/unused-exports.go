@@ -31,7 +31,11 @@ type pkg struct {
 }
 
 func main() {
-	root := os.Args[1]
+	root, err := filepath.Abs(os.Args[1])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	// module paths
 	mods := map[string]string{} // dir -> module path
 	filepath.Walk(root, func(p string, info os.FileInfo, err error) error {
@@ -142,7 +146,7 @@ func main() {
 	for _, p := range pkgs {
 		byPath[p.path] = p
 	}
-	used := map[string]map[string]bool{} // pkgpath -> name
+	used := map[string]map[string]bool{}     // pkgpath -> name
 	selByDir := map[string]map[string]bool{} // dir -> every selected name in it
 	for _, fl := range files {
 		alias := map[string]string{}
