@@ -1,10 +1,6 @@
 package accessor
 
-import (
-	"context"
-
-	"k8s.io/klog/v2"
-)
+import "k8s.io/klog/v2"
 
 // PullRecordsAccessor stores intents and pulled records. Implementations must
 // pass accessortest.Run.
@@ -49,12 +45,6 @@ type RecordPeeker interface {
 type RecordCounter interface {
 	CountImagePullIntents() int
 	CountImagePulledRecords() int
-}
-
-// Reloader is implemented by stores that keep a view of another store and can
-// re-read it, for example after an operator changed files by hand.
-type Reloader interface {
-	Reload(ctx context.Context) error
 }
 
 // PulledRecordRanger is implemented by stores that can hand out their pulled

@@ -24,8 +24,8 @@ import (
 
 // Default per-call timeouts.
 const (
-	DefaultPullTimeout = 2 * time.Minute
-	DefaultCallTimeout = 10 * time.Second
+	defaultPullTimeout = 2 * time.Minute
+	defaultCallTimeout = 10 * time.Second
 	// maxMsgSize bounds a response (a ListImages of a large node).
 	maxMsgSize = 16 << 20
 )
@@ -64,13 +64,13 @@ type options struct {
 	callTimeout time.Duration
 }
 
-// WithPullTimeout sets the timeout of each PullImage call (default
-// DefaultPullTimeout). Zero means no timeout beyond the caller's context; a
+// withPullTimeout sets the timeout of each PullImage call (default
+// 2 minutes). Zero means no timeout beyond the caller's context; a
 // negative d is invalid (ErrInvalidOption).
-func WithPullTimeout(d time.Duration) Option { return func(o *options) { o.pullTimeout = d } }
+func withPullTimeout(d time.Duration) Option { return func(o *options) { o.pullTimeout = d } }
 
 // WithCallTimeout sets the timeout of every other call, including the check
-// Dial makes (default DefaultCallTimeout). Zero means no timeout beyond the
+// Dial makes (default 10 seconds). Zero means no timeout beyond the
 // caller's context; a negative d is invalid (ErrInvalidOption).
 func WithCallTimeout(d time.Duration) Option { return func(o *options) { o.callTimeout = d } }
 
@@ -78,7 +78,7 @@ func WithCallTimeout(d time.Duration) Option { return func(o *options) { o.callT
 func (o *options) validate() error {
 	switch {
 	case o.pullTimeout < 0:
-		return fmt.Errorf("%w: WithPullTimeout(%v): want 0 (none) or more", ErrInvalidOption, o.pullTimeout)
+		return fmt.Errorf("%w: withPullTimeout(%v): want 0 (none) or more", ErrInvalidOption, o.pullTimeout)
 	case o.callTimeout < 0:
 		return fmt.Errorf("%w: WithCallTimeout(%v): want 0 (none) or more", ErrInvalidOption, o.callTimeout)
 	}
@@ -120,7 +120,7 @@ func socketPath(endpoint string) (string, error) {
 // without runtime.v1 ImageService. An invalid option fails it with
 // ErrInvalidOption before anything is dialled.
 func Dial(ctx context.Context, endpoint string, opts ...Option) (*ImageService, error) {
-	o := options{pullTimeout: DefaultPullTimeout, callTimeout: DefaultCallTimeout}
+	o := options{pullTimeout: defaultPullTimeout, callTimeout: defaultCallTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}

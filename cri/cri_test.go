@@ -241,7 +241,7 @@ func TestTimeouts(t *testing.T) {
 	f.Intercept(critest.PullImage, critest.Block)
 	f.Intercept(critest.ImageStatus, critest.Block)
 	// Dial's check (ImageFsInfo) does not block.
-	s := dial(t, f.Serve(t), WithPullTimeout(50*time.Millisecond), WithCallTimeout(50*time.Millisecond))
+	s := dial(t, f.Serve(t), withPullTimeout(50*time.Millisecond), WithCallTimeout(50*time.Millisecond))
 	_, err := s.PullImage(context.Background(), "img:1", nil)
 	if !errors.Is(err, ErrTimeout) || !IsTransient(err) {
 		t.Errorf("PullImage = %v, want a transient ErrTimeout", err)

@@ -16,8 +16,8 @@
 //     gRPC (another kind of server), or it answers gRPC without runtime.v1
 //     ImageService. It checks with one ImageFsInfo call, so a successful Dial
 //     means the image service answered.
-//   - Every call has its own timeout (WithPullTimeout for PullImage,
-//     WithCallTimeout for the rest), on top of the caller's context.
+//   - Every call has its own timeout (2 minutes for PullImage, WithCallTimeout
+//     for the rest), on top of the caller's context.
 //   - Call errors are *CallError values carrying the gRPC code. errors.Is maps
 //     them to ErrUnauthorized (Unauthenticated, PermissionDenied, or a
 //     registry 401/403 in a pull error), ErrNotFound, ErrTimeout and

@@ -17,7 +17,7 @@ func TestDialInvalidOptions(t *testing.T) {
 		opt  Option
 		want string // in the error message
 	}{
-		{"negative pull timeout", WithPullTimeout(-time.Second), "WithPullTimeout(-1s)"},
+		{"negative pull timeout", withPullTimeout(-time.Second), "withPullTimeout(-1s)"},
 		{"negative call timeout", WithCallTimeout(-time.Nanosecond), "WithCallTimeout(-1ns)"},
 	}
 	for _, tc := range tests {
@@ -43,8 +43,8 @@ func TestDialValidOptions(t *testing.T) {
 		opts []Option
 	}{
 		{"none", nil},
-		{"zero timeouts (none)", []Option{WithPullTimeout(0), WithCallTimeout(0)}},
-		{"positive timeouts", []Option{WithPullTimeout(time.Minute), WithCallTimeout(time.Second)}},
+		{"zero timeouts (none)", []Option{withPullTimeout(0), WithCallTimeout(0)}},
+		{"positive timeouts", []Option{withPullTimeout(time.Minute), WithCallTimeout(time.Second)}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -130,7 +130,7 @@ func (m *Manager) finishLocked(r *request, res ImageWorkResult, wasInFlight bool
 }
 
 // completeLocked publishes the batch's status and persists its completion
-// and the status (LastStatus).
+// and the status (completedStatus).
 func (m *Manager) completeLocked(b *batch) {
 	b.finished = m.clock.Now()
 	st := b.status()

@@ -30,9 +30,10 @@
 //     node carrying the imagePullSecrets.
 //
 // It keeps the vocabulary of kube-fledged's ImageManager (work types create,
-// update, delete, statusupdate, refresh, purge; statuses succeeded, failed,
-// jobcreated, alreadypulled, unknown) but runs on the node itself: no Jobs,
-// no pods, no crictl.
+// update, delete, refresh, purge, and its statusupdate as the CacheStatus
+// each batch ends with; statuses succeeded, failed, jobcreated,
+// alreadypulled, unknown) but runs on the node itself: no Jobs, no pods, no
+// crictl.
 //
 // # The image service
 //
@@ -115,7 +116,8 @@
 //   - A purge removes the image through the CRI, unless an applied cache
 //     lists another name that resolves to the same image ID (removing one
 //     name removes the content). Once the runtime no longer has the image,
-//     a pull manager that is a RecordPruner deletes its pulled record under
+//     a pull manager that can prune records (PruneImagePulledRecord, as
+//     *pullmanager.PullManager does) deletes its pulled record under
 //     the record's lock, after asking the runtime once more under that lock:
 //     a record written by a pull of the same content under another name that
 //     finished meanwhile is kept. A standalone manager prunes no record.

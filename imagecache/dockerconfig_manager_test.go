@@ -31,7 +31,7 @@ var secretMaterial = []string{
 func (f *fixture) loggedManager(t *testing.T, opts ...Option) (*Manager, func() string) {
 	t.Helper()
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(10), ktesting.BufferLogs(true)))
-	all := append([]Option{WithClock(f.clock), WithRetries(3, time.Millisecond, 5*time.Millisecond),
+	all := append([]Option{withClock(f.clock), WithRetries(3, time.Millisecond, 5*time.Millisecond),
 		WithNode("node-1", "containerd://1.6.20")}, f.sink.options()...)
 	m, err := New(logger, f.svc, f.pulls, append(all, opts...)...)
 	if err != nil {

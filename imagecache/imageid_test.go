@@ -73,4 +73,4 @@ func mustDigest(t *testing.T, image string) string {
 }
 
 // The real pull manager prunes purged images' records.
-var _ RecordPruner = (*pullmanager.PullManager)(nil)
+var _ recordPruner = (*pullmanager.PullManager)(nil)

@@ -22,11 +22,11 @@ type ImageService interface {
 	RemoveImage(ctx context.Context, image string) error
 }
 
-// RecordPruner is implemented by pull managers that can delete the pulled
+// recordPruner is implemented by pull managers that can delete the pulled
 // record of an image the caller removed (*pullmanager.PullManager does): under
 // the record's lock, and only if imageGone still says the runtime lacks the
 // image. A purge uses it; without it records are left to the kubelet's image
 // garbage collection.
-type RecordPruner interface {
+type recordPruner interface {
 	PruneImagePulledRecord(ctx context.Context, imageRef string, imageGone func(context.Context) (bool, error)) error
 }

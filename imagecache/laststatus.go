@@ -176,12 +176,12 @@ func (m *Manager) recordLastStatusLocked(s CacheStatus) error {
 	return writeJSON(m.opts.stateDir, lastStatusFile, p)
 }
 
-// LastStatus returns the last completed status of the cache: that of its
+// completedStatus returns the last completed status of the cache: that of its
 // latest batch that completed, in this manager's lifetime or, with
 // WithStateDir, a previous manager's on the same directory (see
 // ReadLastStatus); false if there is none. Status, by contrast, shows the
 // latest batch of this manager's lifetime, complete or not.
-func (m *Manager) LastStatus(namespace, name string) (CacheStatus, bool) {
+func (m *Manager) completedStatus(namespace, name string) (CacheStatus, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, ok := m.lastStatus[CacheRef{Namespace: namespace, Name: name}]

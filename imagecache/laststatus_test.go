@@ -29,7 +29,7 @@ func TestLastStatusRoundTrip(t *testing.T) {
 	if err := m.Apply(ctx, ImageCache{Namespace: "shared", Name: "public", Images: []string{"reg/a:1", "reg/gone:1"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := m.LastStatus("shared", "public"); ok {
+	if _, ok := m.completedStatus("shared", "public"); ok {
 		t.Error("LastStatus before any batch completed: ok")
 	}
 	stop := run(t, m)
@@ -51,9 +51,9 @@ func TestLastStatusRoundTrip(t *testing.T) {
 		t.Errorf("ReadLastStatus (-handler +got):\n%s", diff)
 	}
 	for ref, w := range want {
-		s, ok := m.LastStatus(ref.Namespace, ref.Name)
+		s, ok := m.completedStatus(ref.Namespace, ref.Name)
 		if diff := cmp.Diff(w, s); !ok || diff != "" {
-			t.Errorf("LastStatus(%s) ok=%v (-handler +got):\n%s", ref, ok, diff)
+			t.Errorf("completedStatus(%s) ok=%v (-handler +got):\n%s", ref, ok, diff)
 		}
 	}
 
@@ -74,9 +74,9 @@ func TestLastStatusRoundTrip(t *testing.T) {
 	// A new manager on the directory has them before it runs.
 	m2 := f.restarted().manager(t, WithStateDir(dir))
 	for ref, w := range want {
-		s, ok := m2.LastStatus(ref.Namespace, ref.Name)
+		s, ok := m2.completedStatus(ref.Namespace, ref.Name)
 		if diff := cmp.Diff(w, s); !ok || diff != "" {
-			t.Errorf("after restart, LastStatus(%s) ok=%v (-handler +got):\n%s", ref, ok, diff)
+			t.Errorf("after restart, completedStatus(%s) ok=%v (-handler +got):\n%s", ref, ok, diff)
 		}
 	}
 }
@@ -108,7 +108,7 @@ func TestLastStatusDeletedCache(t *testing.T) {
 		t.Errorf("ReadLastStatus[ns/c] = %+v, %v; want the delete", s, ok)
 	}
 	m2 := f.restarted().manager(t, WithStateDir(dir))
-	if s, ok := m2.LastStatus("ns", "c"); ok {
+	if s, ok := m2.completedStatus("ns", "c"); ok {
 		t.Errorf("after restart, the deleted cache still has %+v", s)
 	}
 }
@@ -141,7 +141,7 @@ func TestReadLastStatus(t *testing.T) {
 		if len(m.Caches()) != 1 {
 			t.Errorf("Caches = %v", m.Caches())
 		}
-		if _, ok := m.LastStatus("ns", "c"); ok {
+		if _, ok := m.completedStatus("ns", "c"); ok {
 			t.Error("LastStatus: ok, want none")
 		}
 	})

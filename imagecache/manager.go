@@ -33,7 +33,7 @@ type Manager struct {
 	caches  map[CacheRef]*cacheState
 	entries map[string]*entry // by image
 	latest  map[CacheRef]*batch
-	// lastStatus is the last completed status of each cache (LastStatus).
+	// lastStatus is the last completed status of each cache (completedStatus).
 	lastStatus map[CacheRef]CacheStatus
 	removals   map[pendingRemoval]struct{}
 	outbox     []event
@@ -231,7 +231,7 @@ func (m *Manager) appliedLocked(ref CacheRef) (*cacheState, error) {
 
 // Delete forgets the cache and queues the removal (delete) of each of its
 // images that no other cache keeps. A purge removes the image through the
-// CRI and, when the pull manager is a RecordPruner, its pulled record.
+// CRI and, when the pull manager can prune records, its pulled record.
 func (m *Manager) Delete(ctx context.Context, namespace, name string) error {
 	ref := CacheRef{Namespace: namespace, Name: name}
 	m.mu.Lock()

@@ -126,7 +126,7 @@ func (f *fixture) storeWrites() []string {
 func (f *fixture) manager(t *testing.T, opts ...Option) *Manager {
 	t.Helper()
 	logger, _ := ktesting.NewTestContext(t)
-	all := append([]Option{WithClock(f.clock), WithRetries(3, time.Millisecond, 5*time.Millisecond),
+	all := append([]Option{withClock(f.clock), WithRetries(3, time.Millisecond, 5*time.Millisecond),
 		WithNode("node-1", "containerd://1.6.20")}, f.sink.options()...)
 	m, err := New(logger, f.svc, f.pulls, append(all, opts...)...)
 	if err != nil {
@@ -715,7 +715,7 @@ func TestValidation(t *testing.T) {
 
 func TestPeriodicAndManualRefresh(t *testing.T) {
 	f := newFixture(t)
-	m := f.manager(t, WithRefreshCheckPeriod(10*time.Second))
+	m := f.manager(t, withRefreshCheckPeriod(10*time.Second))
 	run(t, m)
 	ctx := context.Background()
 	if err := m.Apply(ctx, ImageCache{Namespace: "ns", Name: "c", Images: []string{"reg/a:1"}, RefreshInterval: time.Minute}); err != nil {

@@ -17,7 +17,7 @@ import (
 func (f *fixture) standalone(t *testing.T, opts ...Option) *Manager {
 	t.Helper()
 	logger, _ := ktesting.NewTestContext(t)
-	all := append([]Option{WithClock(f.clock), WithRetries(3, time.Millisecond, 5*time.Millisecond),
+	all := append([]Option{withClock(f.clock), WithRetries(3, time.Millisecond, 5*time.Millisecond),
 		WithNode("node-1", "containerd://1.6.20")}, f.sink.options()...)
 	m, err := NewStandalone(logger, f.svc, append(all, opts...)...)
 	if err != nil {

@@ -10,17 +10,17 @@ import (
 // Defaults.
 const (
 	DefaultWorkers            = 2
-	DefaultRequestTimeout     = 5 * time.Minute
-	DefaultMaxAttempts        = 4
-	DefaultRetryBaseDelay     = time.Second
-	DefaultRetryMaxDelay      = 2 * time.Minute
-	DefaultRefreshCheckPeriod = 10 * time.Second
+	defaultRequestTimeout     = 5 * time.Minute
+	defaultMaxAttempts        = 4
+	defaultRetryBaseDelay     = time.Second
+	defaultRetryMaxDelay      = 2 * time.Minute
+	defaultRefreshCheckPeriod = 10 * time.Second
 )
 
 // Option configures New and NewStandalone. An option given a value it cannot
-// use (fewer than one worker or attempt, a zero or negative duration, a nil
-// clock) makes the constructor fail with an error matching ErrInvalidOption
-// that names the option and the value; it is never ignored or adjusted.
+// use (fewer than one worker or attempt, a zero or negative duration) makes
+// the constructor fail with an error matching ErrInvalidOption that names the
+// option and the value; it is never ignored or adjusted.
 // Options whose zero value is their default (an empty state directory or node
 // name, a nil handler) accept it.
 type Option func(*options)
@@ -43,11 +43,11 @@ type options struct {
 func defaultOptions() options {
 	return options{
 		workers:            DefaultWorkers,
-		requestTimeout:     DefaultRequestTimeout,
-		maxAttempts:        DefaultMaxAttempts,
-		retryBase:          DefaultRetryBaseDelay,
-		retryMax:           DefaultRetryMaxDelay,
-		refreshCheckPeriod: DefaultRefreshCheckPeriod,
+		requestTimeout:     defaultRequestTimeout,
+		maxAttempts:        defaultMaxAttempts,
+		retryBase:          defaultRetryBaseDelay,
+		retryMax:           defaultRetryMaxDelay,
+		refreshCheckPeriod: defaultRefreshCheckPeriod,
 		clock:              clock.RealClock{},
 	}
 }
@@ -65,9 +65,9 @@ func (o *options) validate() error {
 	case o.retryMax < o.retryBase:
 		return fmt.Errorf("%w: WithRetries(%d, %v, %v): want a max delay no less than the base delay", ErrInvalidOption, o.maxAttempts, o.retryBase, o.retryMax)
 	case o.refreshCheckPeriod <= 0:
-		return fmt.Errorf("%w: WithRefreshCheckPeriod(%v): want more than 0", ErrInvalidOption, o.refreshCheckPeriod)
+		return fmt.Errorf("%w: withRefreshCheckPeriod(%v): want more than 0", ErrInvalidOption, o.refreshCheckPeriod)
 	case o.clock == nil:
-		return fmt.Errorf("%w: WithClock(nil): want a clock", ErrInvalidOption)
+		return fmt.Errorf("%w: withClock(nil): want a clock", ErrInvalidOption)
 	}
 	return nil
 }
@@ -77,27 +77,26 @@ func (o *options) validate() error {
 func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
 
 // WithRequestTimeout sets the deadline of one attempt of one request
-// (default DefaultRequestTimeout). d must be more than 0 (ErrInvalidOption).
+// (default 5 minutes). d must be more than 0 (ErrInvalidOption).
 func WithRequestTimeout(d time.Duration) Option { return func(o *options) { o.requestTimeout = d } }
 
 // WithRetries sets how many attempts a request gets when it fails with a
-// transient error (default DefaultMaxAttempts), and the per-image exponential
-// backoff between them (defaults DefaultRetryBaseDelay and
-// DefaultRetryMaxDelay). maxAttempts below 1, base not more than 0 and max
-// below base are invalid (ErrInvalidOption).
+// transient error (default 4), and the per-image exponential backoff between
+// them (defaults 1 second and 2 minutes). maxAttempts below 1, base not more
+// than 0 and max below base are invalid (ErrInvalidOption).
 func WithRetries(maxAttempts int, base, max time.Duration) Option {
 	return func(o *options) { o.maxAttempts, o.retryBase, o.retryMax = maxAttempts, base, max }
 }
 
-// WithClock injects the clock used for timestamps, durations and periodic
+// withClock injects the clock used for timestamps, durations and periodic
 // refresh (default the real clock). Retry backoff and request deadlines use
 // real time. A nil clock is invalid (ErrInvalidOption).
-func WithClock(c clock.WithTicker) Option { return func(o *options) { o.clock = c } }
+func withClock(c clock.WithTicker) Option { return func(o *options) { o.clock = c } }
 
-// WithRefreshCheckPeriod sets how often Run looks for caches due for a
-// periodic refresh (default DefaultRefreshCheckPeriod). d must be more than 0
+// withRefreshCheckPeriod sets how often Run looks for caches due for a
+// periodic refresh (default 10 seconds). d must be more than 0
 // (ErrInvalidOption).
-func WithRefreshCheckPeriod(d time.Duration) Option {
+func withRefreshCheckPeriod(d time.Duration) Option {
 	return func(o *options) { o.refreshCheckPeriod = d }
 }
 

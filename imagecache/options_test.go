@@ -25,9 +25,9 @@ func TestInvalidOptions(t *testing.T) {
 		{"negative base delay", WithRetries(3, -time.Second, time.Minute), "WithRetries(3, -1s, 1m0s)"},
 		{"max below base", WithRetries(3, time.Minute, time.Second), "WithRetries(3, 1m0s, 1s)"},
 		{"negative max delay", WithRetries(3, time.Second, -time.Second), "WithRetries(3, 1s, -1s)"},
-		{"zero refresh check period", WithRefreshCheckPeriod(0), "WithRefreshCheckPeriod(0s)"},
-		{"negative refresh check period", WithRefreshCheckPeriod(-time.Second), "WithRefreshCheckPeriod(-1s)"},
-		{"nil clock", WithClock(nil), "WithClock(nil)"},
+		{"zero refresh check period", withRefreshCheckPeriod(0), "withRefreshCheckPeriod(0s)"},
+		{"negative refresh check period", withRefreshCheckPeriod(-time.Second), "withRefreshCheckPeriod(-1s)"},
+		{"nil clock", withClock(nil), "withClock(nil)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -56,17 +56,17 @@ func TestValidOptions(t *testing.T) {
 	}{
 		{"none", nil},
 		{"one worker, one attempt", []Option{WithWorkers(1), WithRetries(1, time.Nanosecond, time.Nanosecond)}},
-		{"short durations", []Option{WithRequestTimeout(time.Nanosecond), WithRefreshCheckPeriod(time.Nanosecond)}},
+		{"short durations", []Option{WithRequestTimeout(time.Nanosecond), withRefreshCheckPeriod(time.Nanosecond)}},
 		{"zero values that are defaults", []Option{WithStateDir(""), WithNode("", ""), WithResultHandler(nil), WithStatusHandler(nil)}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			logger, _ := ktesting.NewTestContext(t)
-			if _, err := New(logger, f.svc, f.pulls, append([]Option{WithClock(f.clock)}, tc.opts...)...); err != nil {
+			if _, err := New(logger, f.svc, f.pulls, append([]Option{withClock(f.clock)}, tc.opts...)...); err != nil {
 				t.Errorf("New: %v", err)
 			}
-			if _, err := NewStandalone(logger, f.svc, append([]Option{WithClock(f.clock)}, tc.opts...)...); err != nil {
+			if _, err := NewStandalone(logger, f.svc, append([]Option{withClock(f.clock)}, tc.opts...)...); err != nil {
 				t.Errorf("NewStandalone: %v", err)
 			}
 		})

@@ -5,7 +5,10 @@ import (
 )
 
 // WorkType is the kind of work a request or a batch does. The values are the
-// seed's (kube-fledged) vocabulary.
+// seed's (kube-fledged) vocabulary, except its "statusupdate": kube-fledged
+// queues that to refresh a cache's status once its jobs end, and here every
+// batch's end is delivered as a CacheStatus instead, so no request does
+// that work.
 type WorkType string
 
 // Work types.
@@ -18,9 +21,6 @@ const (
 	// WorkTypeDelete removes the images of a deleted cache that no other
 	// cache keeps.
 	WorkTypeDelete WorkType = "delete"
-	// WorkTypeStatusUpdate names a per-cache completion (CacheStatus). No
-	// request carries it; it is kept as part of the seed's vocabulary.
-	WorkTypeStatusUpdate WorkType = "statusupdate"
 	// WorkTypeRefresh re-checks every image of a cache and pulls what is
 	// missing or not recorded for the cache's credentials.
 	WorkTypeRefresh WorkType = "refresh"

@@ -430,7 +430,7 @@ func (m *Manager) remove(ctx context.Context, image string) outcome {
 	if err := m.images.RemoveImage(rctx, image); err != nil {
 		return m.failure(ctx, ReasonRemoveFailed, err)
 	}
-	if pruner, ok := m.pulls.(RecordPruner); ok {
+	if pruner, ok := m.pulls.(recordPruner); ok {
 		gone := func(ctx context.Context) (bool, error) {
 			still, err := m.images.ImageStatus(ctx, st.ID)
 			return still == nil, err

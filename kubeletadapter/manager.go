@@ -26,42 +26,22 @@ import (
 type ImagePullManager struct {
 	manager *pullmanager.PullManager
 	metrics *pullmanager.Metrics
-	store   *fsstore.Store // nil when built by Wrap
+	store   *fsstore.Store
 	cache   *memstore.Cache
 }
 
 var _ upstream.ImagePullManager = (*ImagePullManager)(nil)
 
-// Wrap presents m as the kubelet's ImagePullManager.
-func Wrap(m *pullmanager.PullManager) *ImagePullManager {
-	return &ImagePullManager{manager: m}
-}
-
-// Manager returns the library's manager, for what the kubelet's interface
-// does not offer (ExplainImagePull, PruneImagePulledRecord...).
-func (a *ImagePullManager) Manager() *pullmanager.PullManager { return a.manager }
-
 // Metrics returns the manager's metrics, or nil when it keeps none.
 func (a *ImagePullManager) Metrics() *pullmanager.Metrics { return a.metrics }
 
 // Records returns the accessor the manager keeps its records in: the cache
-// over the directory store for a manager built by NewForKubelet, nil for
-// one built by Wrap.
-func (a *ImagePullManager) Records() accessor.PullRecordsAccessor {
-	if a.cache == nil {
-		return nil
-	}
-	return a.cache
-}
+// over the directory store.
+func (a *ImagePullManager) Records() accessor.PullRecordsAccessor { return a.cache }
 
-// Close releases the directory store opened by NewForKubelet (a no-op for
-// a manager built by Wrap). The manager must not be used afterwards.
-func (a *ImagePullManager) Close() error {
-	if a.store == nil {
-		return nil
-	}
-	return a.store.Close()
-}
+// Close releases the directory store opened by NewForKubelet. The manager
+// must not be used afterwards.
+func (a *ImagePullManager) Close() error { return a.store.Close() }
 
 func (a *ImagePullManager) RecordPullIntent(logger klog.Logger, image string) error {
 	return a.manager.RecordPullIntent(logger, image)
@@ -93,9 +73,9 @@ func (a *ImagePullManager) PruneUnknownRecords(ctx context.Context, imageList []
 	a.manager.PruneUnknownRecords(ctx, imageList, until)
 }
 
-// ImageLister presents the kubelet's image service (the runtime manager) as
-// the library's pullmanager.ImageLister.
-func ImageLister(images kubecontainer.ImageService) pullmanager.ImageLister {
+// newImageLister presents the kubelet's image service (the runtime manager)
+// as the library's pullmanager.ImageLister.
+func newImageLister(images kubecontainer.ImageService) pullmanager.ImageLister {
 	if images == nil {
 		return nil
 	}
@@ -122,12 +102,8 @@ func (l imageLister) ListImages(ctx context.Context) ([]pullmanager.Image, error
 type Option func(*options)
 
 type options struct {
-	registerer      prometheus.Registerer
-	extraMetrics    bool
-	storeOptions    []fsstore.Option
-	cacheOptions    []memstore.CacheOption
-	managerOptions  []pullmanager.Option
-	noNominalSizing bool
+	registerer   prometheus.Registerer
+	storeOptions []fsstore.Option
 }
 
 // WithRegisterer sets the registry the manager's kubelet-named metrics are
@@ -138,34 +114,9 @@ func WithRegisterer(reg prometheus.Registerer) Option {
 	return func(o *options) { o.registerer = reg }
 }
 
-// WithExtraMetrics also registers the library's metrics the kubelet does not
-// have (check latency, record and name lookups). Off by default, so a
-// scrape shows exactly the kubelet's metric names.
-func WithExtraMetrics() Option {
-	return func(o *options) { o.extraMetrics = true }
-}
-
 // WithStoreOptions passes options to fsstore.New.
 func WithStoreOptions(opts ...fsstore.Option) Option {
 	return func(o *options) { o.storeOptions = append(o.storeOptions, opts...) }
-}
-
-// WithCacheOptions passes options to memstore.NewCache.
-func WithCacheOptions(opts ...memstore.CacheOption) Option {
-	return func(o *options) { o.cacheOptions = append(o.cacheOptions, opts...) }
-}
-
-// WithManagerOptions passes options to pullmanager.NewImagePullManager
-// (WithMetrics is set by NewForKubelet itself unless metrics are off).
-func WithManagerOptions(opts ...pullmanager.Option) Option {
-	return func(o *options) { o.managerOptions = append(o.managerOptions, opts...) }
-}
-
-// WithoutNominalCacheSizes keeps the two in-memory usage gauges at 0 (the
-// library cache is unbounded) instead of reporting against the kubelet's
-// cache sizes.
-func WithoutNominalCacheSizes() Option {
-	return func(o *options) { o.noNominalSizing = true }
 }
 
 // NewForKubelet builds the manager the way the kubelet builds its own, from
@@ -202,7 +153,7 @@ func NewForKubelet(ctx context.Context, rootDirectory string, policy upstream.Im
 	if err != nil {
 		return nil, fmt.Errorf("failed to open the image pull records: %w", err)
 	}
-	cache, err := memstore.NewCache(logger, store, o.cacheOptions...)
+	cache, err := memstore.NewCache(logger, store)
 	if err != nil {
 		_ = store.Close()
 		return nil, fmt.Errorf("failed to set up the image pull records cache: %w", err)
@@ -210,21 +161,19 @@ func NewForKubelet(ctx context.Context, rootDirectory string, policy upstream.Im
 	var metrics *pullmanager.Metrics
 	if o.registerer != nil {
 		metrics = pullmanager.NewMetrics()
-		if !o.noNominalSizing {
-			metrics.SetNominalCacheSizes(int(intentCacheSize), int(pulledRecordsCacheSize))
-		}
+		metrics.SetNominalCacheSizes(int(intentCacheSize), int(pulledRecordsCacheSize))
 	}
 	mopts := []pullmanager.Option{pullmanager.WithMetrics(metrics)}
 	if maxParallelPulls > defaultLockStripes {
 		mopts = append(mopts, pullmanager.WithLockStripes(int(maxParallelPulls)))
 	}
-	m, err := pullmanager.NewImagePullManager(ctx, cache, policy, ImageLister(images), append(mopts, o.managerOptions...)...)
+	m, err := pullmanager.NewImagePullManager(ctx, cache, policy, newImageLister(images), mopts...)
 	if err != nil {
 		_ = store.Close()
 		return nil, fmt.Errorf("failed to create image pull manager: %w", err)
 	}
 	if metrics != nil {
-		if err := SwapKubeletMetrics(o.registerer, metrics, o.extraMetrics); err != nil {
+		if err := SwapKubeletMetrics(o.registerer, metrics, false); err != nil {
 			logger.Error(err, "Could not replace the kubelet's image pull manager metrics; they stay idle")
 		}
 	}

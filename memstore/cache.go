@@ -15,23 +15,25 @@ import (
 )
 
 // defaultStripes is the number of per-key write locks a Cache uses unless
-// WithStripes says otherwise.
+// withStripes says otherwise.
 const defaultStripes = 64
 
-// CacheOption configures NewCache. An option given a value it cannot use
-// makes NewCache fail with an error matching ErrInvalidOption that names the
-// option and the value; it is never ignored or adjusted.
+// CacheOption configures NewCache. No option is exported today: the cache
+// needs no tuning outside this package's tests, and the parameter keeps
+// NewCache's signature open for one. An option given a value it cannot use
+// makes NewCache fail with an error that names the option and the value; it
+// is never ignored or adjusted.
 type CacheOption func(*cacheOptions)
 
 type cacheOptions struct {
 	stripes int
 }
 
-// WithStripes sets the number of locks that serialise writes, deletes and
+// withStripes sets the number of locks that serialise writes, deletes and
 // read-through misses per key (default 64). Keys are spread over them by
 // hash; more stripes mean fewer unrelated keys waiting on each other. n below
-// 1 is invalid (ErrInvalidOption).
-func WithStripes(n int) CacheOption {
+// 1 is invalid (errInvalidOption).
+func withStripes(n int) CacheOption {
 	return func(o *cacheOptions) { o.stripes = n }
 }
 
@@ -54,15 +56,13 @@ var (
 	_ accessor.PullRecordsAccessor = (*Cache)(nil)
 	_ accessor.RecordPeeker        = (*Cache)(nil)
 	_ accessor.RecordCounter       = (*Cache)(nil)
-	_ accessor.Reloader            = (*Cache)(nil)
 )
 
 // NewCache returns a cache in front of delegate, warmed up by listing the
 // delegate's intents and records once. A list that fails, fully or partly,
 // is logged and leaves the cache non-authoritative for that kind until a
 // Reload succeeds; it does not make NewCache fail. NewCache fails with
-// ErrNilDelegate for a nil delegate and with ErrInvalidOption for an option
-// value it cannot use.
+// ErrNilDelegate for a nil delegate.
 func NewCache(logger klog.Logger, delegate accessor.PullRecordsAccessor, opts ...CacheOption) (*Cache, error) {
 	if delegate == nil {
 		return nil, ErrNilDelegate
@@ -72,7 +72,7 @@ func NewCache(logger klog.Logger, delegate accessor.PullRecordsAccessor, opts ..
 		opt(&o)
 	}
 	if o.stripes < 1 {
-		return nil, fmt.Errorf("%w: WithStripes(%d): want at least 1", ErrInvalidOption, o.stripes)
+		return nil, fmt.Errorf("%w: withStripes(%d): want at least 1", errInvalidOption, o.stripes)
 	}
 	c := &Cache{
 		delegate: delegate,

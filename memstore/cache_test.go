@@ -454,7 +454,7 @@ func TestCacheDelegateFailuresLeaveCacheUnchanged(t *testing.T) {
 func TestCacheConcurrentWritersToOneKey(t *testing.T) {
 	d, inner := newFaultyDelegate()
 	yieldInWrites(d)
-	c := newTestCache(t, d, WithStripes(4))
+	c := newTestCache(t, d, withStripes(4))
 	logger := ktesting.NewLogger(t, ktesting.NewConfig())
 	const ref, image = "sha256:contended", "example.com/contended:1"
 	var wg sync.WaitGroup
@@ -634,23 +634,23 @@ func TestNewCacheOptions(t *testing.T) {
 		opt  CacheOption
 		want string // in the error message
 	}{
-		{"zero stripes", WithStripes(0), "WithStripes(0)"},
-		{"negative stripes", WithStripes(-1), "WithStripes(-1)"},
+		{"zero stripes", withStripes(0), "withStripes(0)"},
+		{"negative stripes", withStripes(-1), "withStripes(-1)"},
 	}
 	for _, tc := range invalid {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := NewCache(logger, New(), tc.opt)
-			if !errors.Is(err, ErrInvalidOption) {
-				t.Fatalf("NewCache = %v; want ErrInvalidOption", err)
+			if !errors.Is(err, errInvalidOption) {
+				t.Fatalf("NewCache = %v; want errInvalidOption", err)
 			}
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %q does not name %s", err, tc.want)
 			}
 		})
 	}
-	c, err := NewCache(logger, New(), WithStripes(1))
+	c, err := NewCache(logger, New(), withStripes(1))
 	if err != nil {
-		t.Fatalf("WithStripes(1): %v", err)
+		t.Fatalf("withStripes(1): %v", err)
 	}
 	mustWriteRecord(t, c, accessortest.NewRecord("sha256:one"))
 	if _, ok, _ := c.GetImagePulledRecord("sha256:one"); !ok {
@@ -662,7 +662,7 @@ func TestNewCacheOptions(t *testing.T) {
 // clamp that would pile keys onto one stripe (kubernetes#138935).
 func TestCacheStripesAllUsed(t *testing.T) {
 	for _, n := range []int{1, 7, 31, 64, 100} {
-		c := newTestCache(t, New(), WithStripes(n))
+		c := newTestCache(t, New(), withStripes(n))
 		used := make([]int, n)
 		for i := range 50 * n {
 			used[c.locks.Index(fmt.Sprintf("sha256:%064x", i))]++

@@ -26,7 +26,7 @@
 //     and a failed delete leaves the entry. Writes,
 //     deletes and read-through misses of one key are serialised by a per-key
 //     lock (keys are spread over striped locks by hash modulo the number of
-//     stripes, see WithStripes). A delegate error that refuses a write (for
+//     stripes, 64 of them). A delegate error that refuses a write (for
 //     example accessor.ErrTooLarge) changes nothing.
 //   - Authoritative: when a kind's warm-up list succeeded without any error,
 //     the cache is authoritative for that kind (intents and records are

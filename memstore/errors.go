@@ -6,7 +6,7 @@ var (
 	// ErrNilDelegate is returned by NewCache when it is given no store to
 	// cache.
 	ErrNilDelegate = errors.New("nil delegate store")
-	// ErrInvalidOption is returned by NewCache for an option value it cannot
+	// errInvalidOption is returned by NewCache for an option value it cannot
 	// use.
-	ErrInvalidOption = errors.New("invalid cache option")
+	errInvalidOption = errors.New("invalid cache option")
 )

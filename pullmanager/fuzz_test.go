@@ -16,13 +16,13 @@ func FuzzAllowlist(f *testing.F) {
 		f.Add(s, "docker.io/library/alpine:3", true)
 	}
 	f.Fuzz(func(t *testing.T, pattern, image string, normalized bool) {
-		validate, nameOf := ValidateAllowlist, MappingKey
+		nameOf := MappingKey
 		var opts []PolicyOption
 		if normalized {
-			validate, nameOf = ValidateNormalizedAllowlist, NormalizeImageName
+			nameOf = NormalizeImageName
 			opts = append(opts, WithNormalizedAllowlist())
 		}
-		err := validate([]string{pattern})
+		err := validateAllowlist([]string{pattern}, normalized)
 		p, perr := NewImagePullCredentialVerificationPolicy(NeverVerifyAllowlistedImages, []string{pattern}, opts...)
 		if (err == nil) != (perr == nil) {
 			t.Fatalf("validation of %q = %v but the constructor says %v", pattern, err, perr)

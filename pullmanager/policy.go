@@ -48,8 +48,20 @@ func WithNormalizedAllowlist() PolicyOption {
 
 // NewImagePullCredentialVerificationPolicy returns the enforcer for p. An
 // allowlist is only accepted with NeverVerifyAllowlistedImages (the kubelet's
-// configuration validation rule) and every pattern must pass
-// ValidateAllowlist. Errors match ErrUnknownPolicy, ErrAllowlistNotAllowed or
+// configuration validation rule), and its patterns must follow the kubelet's
+// rules (v1.37):
+//   - no leading or trailing white space;
+//   - a wildcard only as a final "/*" after at least one character
+//     ("registry.example/*", "registry.example/team/*"), and no other "*";
+//   - any other pattern must parse as an image reference and carry neither
+//     tag nor digest; it is not normalised, so "alpine",
+//     "library/alpine" and "docker.io/library/alpine" are three valid and
+//     different patterns.
+//
+// With WithNormalizedAllowlist a pattern without wildcard must also be a
+// fully qualified repository name as NormalizeImageName gives it
+// ("docker.io/library/alpine", not "alpine"). Every invalid pattern is
+// reported. Errors match ErrUnknownPolicy, ErrAllowlistNotAllowed or
 // ErrInvalidAllowlistPattern.
 func NewImagePullCredentialVerificationPolicy(p VerificationPolicy, allowlist []string, opts ...PolicyOption) (ImagePullPolicyEnforcer, error) {
 	var o policyOptions
@@ -95,31 +107,10 @@ func (neverVerifyPreloadedPolicy) String() string { return string(NeverVerifyPre
 func (alwaysVerifyPolicy) RequireCredentialVerificationForImage(string, bool) bool { return true }
 func (alwaysVerifyPolicy) String() string                                          { return string(AlwaysVerify) }
 
-// ValidateAllowlist checks allowlist patterns with the kubelet's rules
-// (v1.37):
-//   - no leading or trailing white space;
-//   - a wildcard only as a final "/*" after at least one character
-//     ("registry.example/*", "registry.example/team/*"), and no other "*";
-//   - any other pattern must parse as an image reference and carry neither
-//     tag nor digest; it is not normalised, so "alpine",
-//     "library/alpine" and "docker.io/library/alpine" are three valid and
-//     different patterns.
-//
-// Every invalid pattern is reported; each error matches
-// ErrInvalidAllowlistPattern. ValidateNormalizedAllowlist applies the
-// stricter rules of WithNormalizedAllowlist.
-func ValidateAllowlist(patterns []string) error {
-	return validateAllowlist(patterns, false)
-}
-
-// ValidateNormalizedAllowlist checks patterns for WithNormalizedAllowlist:
-// the rules of ValidateAllowlist, and a pattern without wildcard must be a
-// fully qualified repository name as NormalizeImageName gives it
-// ("docker.io/library/alpine", not "alpine").
-func ValidateNormalizedAllowlist(patterns []string) error {
-	return validateAllowlist(patterns, true)
-}
-
+// validateAllowlist checks patterns with the rules
+// NewImagePullCredentialVerificationPolicy states (the stricter ones of
+// WithNormalizedAllowlist when normalized) and reports every invalid one;
+// each error matches ErrInvalidAllowlistPattern.
 func validateAllowlist(patterns []string, normalized bool) error {
 	var errs []error
 	for _, p := range patterns {

@@ -150,27 +150,31 @@ func TestValidateAllowlist(t *testing.T) {
 		"Upper/Case",
 		"alpine:3",
 	}
+	check := func(patterns []string, opts ...PolicyOption) error {
+		_, err := NewImagePullCredentialVerificationPolicy(NeverVerifyAllowlistedImages, patterns, opts...)
+		return err
+	}
 	for _, p := range valid {
-		if err := ValidateAllowlist([]string{p}); err != nil {
-			t.Errorf("ValidateAllowlist(%q) = %v, want nil", p, err)
+		if err := check([]string{p}); err != nil {
+			t.Errorf("allowlist %q: %v, want nil", p, err)
 		}
 	}
 	for _, p := range invalid {
-		if err := ValidateAllowlist([]string{p}); !errors.Is(err, ErrInvalidAllowlistPattern) {
-			t.Errorf("ValidateAllowlist(%q) = %v, want ErrInvalidAllowlistPattern", p, err)
+		if err := check([]string{p}); !errors.Is(err, ErrInvalidAllowlistPattern) {
+			t.Errorf("allowlist %q: %v, want ErrInvalidAllowlistPattern", p, err)
 		}
 	}
-	if err := ValidateAllowlist(append(append([]string{}, valid...), invalid...)); err == nil {
+	if err := check(append(append([]string{}, valid...), invalid...)); err == nil {
 		t.Error("mixed list accepted")
 	}
 	// WithNormalizedAllowlist wants fully qualified names.
 	for _, p := range []string{"alpine", "library/alpine", "docker.io/alpine", "alpine:3"} {
-		if err := ValidateNormalizedAllowlist([]string{p}); !errors.Is(err, ErrInvalidAllowlistPattern) {
-			t.Errorf("ValidateNormalizedAllowlist(%q) = %v, want ErrInvalidAllowlistPattern", p, err)
+		if err := check([]string{p}, WithNormalizedAllowlist()); !errors.Is(err, ErrInvalidAllowlistPattern) {
+			t.Errorf("normalized allowlist %q: %v, want ErrInvalidAllowlistPattern", p, err)
 		}
 	}
-	if err := ValidateNormalizedAllowlist([]string{"docker.io/library/alpine", "registry.example/*"}); err != nil {
-		t.Errorf("ValidateNormalizedAllowlist: %v", err)
+	if err := check([]string{"docker.io/library/alpine", "registry.example/*"}, WithNormalizedAllowlist()); err != nil {
+		t.Errorf("normalized allowlist: %v", err)
 	}
 }
 

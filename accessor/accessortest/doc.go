@@ -60,11 +60,11 @@
 //
 // Faulty wraps any accessor for tests of code that uses one (a manager, a
 // cache): it logs every call (method and key), passes it on, and fails
-// the calls it is told to, by method name, on the nth call, from the nth
-// call on, or when the key matches. Corrupt makes a stored record read as
-// an undecodable file does. Accessor passes through exactly the optional
-// interfaces (accessor.RecordPeeker, RecordCounter, Reloader,
-// PulledRecordRanger) the wrapped accessor has:
+// the calls it is told to, by method name, on the nth call only or on every
+// call. Corrupt makes a stored record read as an undecodable file does.
+// Accessor passes through exactly the optional interfaces
+// (accessor.RecordPeeker, RecordCounter, PulledRecordRanger) the wrapped
+// accessor has, and claims none it lacks:
 //
 //	store := accessortest.Faulty(memstore.New())
 //	store.FailNth("WriteImagePulledRecord", 2, syscall.ENOSPC)

@@ -1,7 +1,6 @@
 package accessortest
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -46,7 +45,7 @@ type Call struct {
 	Method string
 	// Key is the image string or imageRef the call names: the argument, or
 	// the ImageRef of the record written. It is empty for calls that name
-	// none (lists, counts, Reload) and for a nil record.
+	// none (lists, counts) and for a nil record.
 	Key string
 }
 
@@ -60,16 +59,15 @@ func (c Call) String() string {
 }
 
 // fault fails the calls of one method numbered from..to (counted from 1
-// after the fault was set; to == 0 means no end) whose key match accepts.
+// after the fault was set; to == 0 means no end).
 type fault struct {
 	from, to int
-	match    func(key string) bool
 	err      error
 	seen     int
 }
 
-func (ft *fault) fires(key string) bool {
-	return ft.seen >= ft.from && (ft.to == 0 || ft.seen <= ft.to) && (ft.match == nil || ft.match(key))
+func (ft *fault) fires() bool {
+	return ft.seen >= ft.from && (ft.to == 0 || ft.seen <= ft.to)
 }
 
 // faultable are the methods a fault can be set on: every method that
@@ -85,14 +83,12 @@ var faultable = map[string]bool{
 	"DeleteImagePulledRecord": true,
 	"PeekImagePulledRecord":   true,
 	"RangeImagePulledRecords": true,
-	"Reload":                  true,
 }
 
 var (
 	_ accessor.PullRecordsAccessor = (*FaultyAccessor)(nil)
 	_ accessor.RecordPeeker        = faultyPeeker{}
 	_ accessor.RecordCounter       = faultyCounter{}
-	_ accessor.Reloader            = faultyReloader{}
 	_ accessor.PulledRecordRanger  = faultyRanger{}
 )
 
@@ -114,136 +110,70 @@ func Faulty(inner accessor.PullRecordsAccessor) *FaultyAccessor {
 // logged nor failed: tests use it to set up and inspect the stored state.
 func (f *FaultyAccessor) Inner() accessor.PullRecordsAccessor { return f.inner }
 
-// Which optional interfaces the wrapped accessor has, as bits.
-const (
-	hasPeeker = 1 << iota
-	hasCounter
-	hasReloader
-	hasRanger
-)
-
 // Accessor returns f as the code under test should usually see it: an
 // accessor.PullRecordsAccessor that also implements exactly those of
-// accessor.RecordPeeker, accessor.RecordCounter, accessor.Reloader and
-// accessor.PulledRecordRanger that the wrapped accessor implements. Their
-// calls are logged, and those that return an error can be failed, as the
-// other methods'. CountImagePullIntents and CountImagePulledRecords cannot
-// fail.
+// accessor.RecordPeeker, accessor.RecordCounter and
+// accessor.PulledRecordRanger that the wrapped accessor implements, and no
+// other. Their calls are logged, and those that return an error can be
+// failed, as the other methods'. CountImagePullIntents and
+// CountImagePulledRecords cannot fail.
 //
 // Hand f itself instead to hide the optional interfaces, so that the code
 // under test uses only the eight methods of PullRecordsAccessor.
 func (f *FaultyAccessor) Accessor() accessor.PullRecordsAccessor {
-	var has int
-	if _, ok := f.inner.(accessor.RecordPeeker); ok {
-		has |= hasPeeker
-	}
-	if _, ok := f.inner.(accessor.RecordCounter); ok {
-		has |= hasCounter
-	}
-	if _, ok := f.inner.(accessor.Reloader); ok {
-		has |= hasReloader
-	}
-	if _, ok := f.inner.(accessor.PulledRecordRanger); ok {
-		has |= hasRanger
-	}
-	// Anonymous structs embedding f and the adapters of the interfaces
-	// inner has: a new optional interface in package accessor needs an
-	// adapter, a bit and its cases here.
+	_, peeker := f.inner.(accessor.RecordPeeker)
+	_, counter := f.inner.(accessor.RecordCounter)
+	_, ranger := f.inner.(accessor.PulledRecordRanger)
+	// One anonymous struct per combination, embedding f and the adapters of
+	// the interfaces inner has: a new optional interface in package accessor
+	// doubles the cases here (and in TestFaultyOptionalInterfaces).
 	type a = accessor.PullRecordsAccessor
-	p, c, r, g := faultyPeeker{f}, faultyCounter{f}, faultyReloader{f}, faultyRanger{f}
-	switch has {
-	case hasPeeker:
+	type (
+		p = faultyPeeker
+		c = faultyCounter
+		g = faultyRanger
+	)
+	switch {
+	case peeker && counter && ranger:
 		return struct {
 			a
-			faultyPeeker
-		}{f, p}
-	case hasCounter:
+			p
+			c
+			g
+		}{f, p{f}, c{f}, g{f}}
+	case peeker && counter:
 		return struct {
 			a
-			faultyCounter
-		}{f, c}
-	case hasPeeker | hasCounter:
+			p
+			c
+		}{f, p{f}, c{f}}
+	case peeker && ranger:
 		return struct {
 			a
-			faultyPeeker
-			faultyCounter
-		}{f, p, c}
-	case hasReloader:
+			p
+			g
+		}{f, p{f}, g{f}}
+	case counter && ranger:
 		return struct {
 			a
-			faultyReloader
-		}{f, r}
-	case hasPeeker | hasReloader:
+			c
+			g
+		}{f, c{f}, g{f}}
+	case peeker:
 		return struct {
 			a
-			faultyPeeker
-			faultyReloader
-		}{f, p, r}
-	case hasCounter | hasReloader:
+			p
+		}{f, p{f}}
+	case counter:
 		return struct {
 			a
-			faultyCounter
-			faultyReloader
-		}{f, c, r}
-	case hasPeeker | hasCounter | hasReloader:
+			c
+		}{f, c{f}}
+	case ranger:
 		return struct {
 			a
-			faultyPeeker
-			faultyCounter
-			faultyReloader
-		}{f, p, c, r}
-	case hasRanger:
-		return struct {
-			a
-			faultyRanger
-		}{f, g}
-	case hasPeeker | hasRanger:
-		return struct {
-			a
-			faultyPeeker
-			faultyRanger
-		}{f, p, g}
-	case hasCounter | hasRanger:
-		return struct {
-			a
-			faultyCounter
-			faultyRanger
-		}{f, c, g}
-	case hasPeeker | hasCounter | hasRanger:
-		return struct {
-			a
-			faultyPeeker
-			faultyCounter
-			faultyRanger
-		}{f, p, c, g}
-	case hasReloader | hasRanger:
-		return struct {
-			a
-			faultyReloader
-			faultyRanger
-		}{f, r, g}
-	case hasPeeker | hasReloader | hasRanger:
-		return struct {
-			a
-			faultyPeeker
-			faultyReloader
-			faultyRanger
-		}{f, p, r, g}
-	case hasCounter | hasReloader | hasRanger:
-		return struct {
-			a
-			faultyCounter
-			faultyReloader
-			faultyRanger
-		}{f, c, r, g}
-	case hasPeeker | hasCounter | hasReloader | hasRanger:
-		return struct {
-			a
-			faultyPeeker
-			faultyCounter
-			faultyReloader
-			faultyRanger
-		}{f, p, c, r, g}
+			g
+		}{f, g{f}}
 	}
 	return f
 }
@@ -251,33 +181,16 @@ func (f *FaultyAccessor) Accessor() accessor.PullRecordsAccessor {
 // FailNth makes the nth call of method made after this one fail with err,
 // once: FailNth(method, 1, err) fails the next call.
 //
-// Every Fail method panics when method does not name a method that returns
+// FailNth and Fail panic when method does not name a method that returns
 // an error (a mistyped name would otherwise never fire), when n is below 1
 // or when err is nil.
 func (f *FaultyAccessor) FailNth(method string, n int, err error) {
 	f.add(method, &fault{from: n, to: n, err: err})
 }
 
-// FailFrom makes the nth call of method made after this one, and every
-// later call, fail with err.
-func (f *FaultyAccessor) FailFrom(method string, n int, err error) {
-	f.add(method, &fault{from: n, err: err})
-}
-
-// Fail makes every call of method from now on fail with err; it is
-// FailFrom(method, 1, err).
+// Fail makes every call of method from now on fail with err.
 func (f *FaultyAccessor) Fail(method string, err error) {
 	f.add(method, &fault{from: 1, err: err})
-}
-
-// FailWhen makes every call of method from now on whose key match accepts
-// fail with err (see Call.Key for what the key is). match is called with f's
-// lock held, so it must not call f.
-func (f *FaultyAccessor) FailWhen(method string, match func(key string) bool, err error) {
-	if match == nil {
-		panic("accessortest: FailWhen with a nil match")
-	}
-	f.add(method, &fault{from: 1, match: match, err: err})
 }
 
 func (f *FaultyAccessor) add(method string, ft *fault) {
@@ -376,7 +289,7 @@ func (f *FaultyAccessor) enter(method, key string) error {
 	var err error
 	for _, ft := range f.faults[method] {
 		ft.seen++
-		if err == nil && ft.fires(key) {
+		if err == nil && ft.fires() {
 			err = ft.err
 		}
 	}
@@ -555,15 +468,6 @@ func (c faultyCounter) CountImagePullIntents() int {
 func (c faultyCounter) CountImagePulledRecords() int {
 	_ = c.f.enter("CountImagePulledRecords", "")
 	return c.f.inner.(accessor.RecordCounter).CountImagePulledRecords()
-}
-
-type faultyReloader struct{ f *FaultyAccessor }
-
-func (r faultyReloader) Reload(ctx context.Context) error {
-	if err := r.f.enter("Reload", ""); err != nil {
-		return err
-	}
-	return r.f.inner.(accessor.Reloader).Reload(ctx)
 }
 
 type faultyRanger struct{ f *FaultyAccessor }

@@ -1,7 +1,6 @@
 package accessortest_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -18,13 +17,11 @@ import (
 
 var errBoom = errors.New("boom")
 
-// fullStore is a memstore that also reloads (a no-op) and ranges, so it has
-// every optional interface.
+// fullStore is a memstore that also ranges, so it has every optional
+// interface.
 type fullStore struct {
 	*memstore.Store
 }
-
-func (fullStore) Reload(context.Context) error { return nil }
 
 func (s fullStore) RangeImagePulledRecords(fn func(*accessor.ImagePulledRecord)) error {
 	records, err := s.ListImagePulledRecords()
@@ -50,10 +47,8 @@ func TestFaultyConformance(t *testing.T) {
 	t.Run("faults that never fire", func(t *testing.T) {
 		accessortest.Run(t, func(t *testing.T) accessor.PullRecordsAccessor {
 			f := accessortest.Faulty(memstore.New())
-			never := func(string) bool { return false }
 			for _, m := range []string{"ListImagePullIntents", "ImagePullIntentExists", "WriteImagePullIntent", "DeleteImagePullIntent",
 				"ListImagePulledRecords", "GetImagePulledRecord", "WriteImagePulledRecord", "DeleteImagePulledRecord", "PeekImagePulledRecord"} {
-				f.FailWhen(m, never, errBoom)
 				f.FailNth(m, 1<<30, errBoom)
 			}
 			f.OnCall(func(accessortest.Call) {})
@@ -75,15 +70,15 @@ func TestFaultyFaults(t *testing.T) {
 		{"none", func(f *accessortest.FaultyAccessor) {}, ".........."},
 		{"nth", func(f *accessortest.FaultyAccessor) { f.FailNth("ImagePullIntentExists", 3, errBoom) }, "..x......."},
 		{"next", func(f *accessortest.FaultyAccessor) { f.FailNth("ImagePullIntentExists", 1, errBoom) }, "x........."},
-		{"from", func(f *accessortest.FaultyAccessor) { f.FailFrom("ImagePullIntentExists", 8, errBoom) }, ".......xxx"},
+		{"twice", func(f *accessortest.FaultyAccessor) {
+			f.FailNth("ImagePullIntentExists", 3, errBoom)
+			f.FailNth("ImagePullIntentExists", 7, errOther)
+		}, "..x...o..."},
 		{"always", func(f *accessortest.FaultyAccessor) { f.Fail("ImagePullIntentExists", errBoom) }, "xxxxxxxxxx"},
-		{"when", func(f *accessortest.FaultyAccessor) {
-			f.FailWhen("ImagePullIntentExists", func(k string) bool { return k == "a" }, errBoom)
-		}, "x.x.x.x.x."},
 		{"first set wins", func(f *accessortest.FaultyAccessor) {
-			f.FailWhen("ImagePullIntentExists", func(k string) bool { return k == "b" }, errOther)
-			f.FailFrom("ImagePullIntentExists", 5, errBoom)
-		}, ".o..xoxxxo"},
+			f.FailNth("ImagePullIntentExists", 2, errOther)
+			f.Fail("ImagePullIntentExists", errBoom)
+		}, "xoxxxxxxxx"},
 		{"another method", func(f *accessortest.FaultyAccessor) { f.Fail("GetImagePulledRecord", errBoom) }, ".........."},
 		{"healed", func(f *accessortest.FaultyAccessor) {
 			f.Fail("ImagePullIntentExists", errBoom)
@@ -177,7 +172,6 @@ func TestFaultyFailedCalls(t *testing.T) {
 			err := s.(accessor.PulledRecordRanger).RangeImagePulledRecords(func(*accessor.ImagePulledRecord) { called = true })
 			return wantZero(err, !called)
 		}},
-		{"Reload", func(s accessor.PullRecordsAccessor) error { return s.(accessor.Reloader).Reload(context.Background()) }},
 	} {
 		t.Run(tc.method, func(t *testing.T) {
 			inner := fullStore{memstore.New()}
@@ -354,13 +348,13 @@ func TestFaultyCorruptKeepsListErrors(t *testing.T) {
 
 // TestFaultyOptionalInterfaces checks Accessor over stores with every
 // combination of the optional interfaces: it has exactly the inner store's,
-// and their calls are logged and reach the inner store.
+// never one the inner store lacks, and their calls are logged and reach the
+// inner store.
 func TestFaultyOptionalInterfaces(t *testing.T) {
 	type (
 		a   = accessor.PullRecordsAccessor
 		pk  = accessor.RecordPeeker
 		ct  = accessor.RecordCounter
-		rl  = accessor.Reloader
 		rgr = accessor.PulledRecordRanger
 	)
 	s := fullStore{memstore.New()}
@@ -376,72 +370,29 @@ func TestFaultyOptionalInterfaces(t *testing.T) {
 		}{s, s},
 		struct {
 			a
-			pk
-			ct
-		}{s, s, s},
-		struct {
-			a
-			rl
-		}{s, s},
-		struct {
-			a
-			pk
-			rl
-		}{s, s, s},
-		struct {
-			a
-			ct
-			rl
-		}{s, s, s},
-		struct {
-			a
-			pk
-			ct
-			rl
-		}{s, s, s, s},
-		struct {
-			a
 			rgr
 		}{s, s},
 		struct {
 			a
 			pk
-			rgr
-		}{s, s, s},
-		struct {
-			a
 			ct
-			rgr
 		}{s, s, s},
 		struct {
 			a
 			pk
-			ct
-			rgr
-		}{s, s, s, s},
-		struct {
-			a
-			rl
 			rgr
 		}{s, s, s},
 		struct {
 			a
-			pk
-			rl
-			rgr
-		}{s, s, s, s},
-		struct {
-			a
 			ct
-			rl
 			rgr
-		}{s, s, s, s},
+		}{s, s, s},
 		s,
 	}
 	if err := s.WriteImagePulledRecord(klog.Background(), accessortest.NewRecord("sha256:a")); err != nil {
 		t.Fatal(err)
 	}
-	seen := map[[4]bool]bool{}
+	seen := map[[3]bool]bool{}
 	for _, inner := range inners {
 		want := optionalOf(inner)
 		seen[want] = true
@@ -451,7 +402,7 @@ func TestFaultyOptionalInterfaces(t *testing.T) {
 			if optionalOf(got) != want {
 				t.Fatalf("Accessor() has optional interfaces %v, want %v", optionalOf(got), want)
 			}
-			if optionalOf(f) != [4]bool{} {
+			if optionalOf(f) != [3]bool{} {
 				t.Errorf("*FaultyAccessor has optional interfaces %v, want none", optionalOf(f))
 			}
 			var wantCalls []string
@@ -467,12 +418,6 @@ func TestFaultyOptionalInterfaces(t *testing.T) {
 				}
 				wantCalls = append(wantCalls, "CountImagePullIntents", "CountImagePulledRecords")
 			}
-			if r, ok := got.(accessor.Reloader); ok {
-				if err := r.Reload(context.Background()); err != nil {
-					t.Errorf("Reload: %v", err)
-				}
-				wantCalls = append(wantCalls, "Reload")
-			}
 			if r, ok := got.(accessor.PulledRecordRanger); ok {
 				n := 0
 				if err := r.RangeImagePulledRecords(func(*accessor.ImagePulledRecord) { n++ }); err != nil || n != 1 {
@@ -485,17 +430,18 @@ func TestFaultyOptionalInterfaces(t *testing.T) {
 			}
 		})
 	}
-	if len(seen) != 16 {
-		t.Errorf("the test covers %d combinations, want 16", len(seen))
+	if len(seen) != 8 {
+		t.Errorf("the test covers %d combinations, want 8", len(seen))
 	}
 }
 
-func optionalOf(s accessor.PullRecordsAccessor) [4]bool {
+// optionalOf reports which of accessor.RecordPeeker, accessor.RecordCounter
+// and accessor.PulledRecordRanger s implements.
+func optionalOf(s accessor.PullRecordsAccessor) [3]bool {
 	_, p := s.(accessor.RecordPeeker)
 	_, c := s.(accessor.RecordCounter)
-	_, r := s.(accessor.Reloader)
 	_, g := s.(accessor.PulledRecordRanger)
-	return [4]bool{p, c, r, g}
+	return [3]bool{p, c, g}
 }
 
 func callStrings(calls []accessortest.Call) []string {
@@ -614,14 +560,13 @@ func TestFaultyOnCall(t *testing.T) {
 func TestFaultyPanics(t *testing.T) {
 	f := accessortest.Faulty(memstore.New())
 	for name, fn := range map[string]func(){
-		"nil inner":        func() { accessortest.Faulty(nil) },
-		"mistyped method":  func() { f.Fail("GetImagePulledRecords", errBoom) },
-		"count method":     func() { f.Fail("CountImagePulledRecords", errBoom) },
-		"call zero":        func() { f.FailNth("GetImagePulledRecord", 0, errBoom) },
-		"negative call":    func() { f.FailFrom("GetImagePulledRecord", -1, errBoom) },
-		"nil error":        func() { f.Fail("GetImagePulledRecord", nil) },
-		"nil match":        func() { f.FailWhen("GetImagePulledRecord", nil, errBoom) },
-		"nil error (when)": func() { f.FailWhen("GetImagePulledRecord", func(string) bool { return true }, nil) },
+		"nil inner":       func() { accessortest.Faulty(nil) },
+		"mistyped method": func() { f.Fail("GetImagePulledRecords", errBoom) },
+		"count method":    func() { f.Fail("CountImagePulledRecords", errBoom) },
+		"call zero":       func() { f.FailNth("GetImagePulledRecord", 0, errBoom) },
+		"negative call":   func() { f.FailNth("GetImagePulledRecord", -1, errBoom) },
+		"nil error":       func() { f.Fail("GetImagePulledRecord", nil) },
+		"nil error (nth)": func() { f.FailNth("GetImagePulledRecord", 1, nil) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {

@@ -558,9 +558,9 @@ func testListSizes(t *testing.T, newStore NewStoreFunc) {
 	}
 }
 
-// OddKeys are keys that are valid but hostile to naive stores. Stores that put
+// oddKeys are keys that are valid but hostile to naive stores. Stores that put
 // keys in paths, file names or JSON must still round-trip them.
-func OddKeys() []string {
+func oddKeys() []string {
 	return []string{
 		"a\x00b",
 		"\x00",
@@ -584,7 +584,7 @@ func OddKeys() []string {
 func testOddKeys(t *testing.T, newStore NewStoreFunc) {
 	s := newStore(t)
 	logger := testLogger(t)
-	keys := OddKeys()
+	keys := oddKeys()
 	var records []*accessor.ImagePulledRecord
 	for i, key := range keys {
 		if err := s.WriteImagePullIntent(logger, key); err != nil {

@@ -13,7 +13,7 @@
 //
 // Guarantees:
 //   - Detect never writes and never blocks longer than the probe timeout
-//     (DefaultTimeout unless Checker.Timeout says otherwise).
+//     (500 ms unless Checker.Timeout says otherwise).
 //   - A process list or endpoint that cannot be read is "not detected",
 //     never an error: the check is a safety net, not a proof. Evidence says
 //     what was found.

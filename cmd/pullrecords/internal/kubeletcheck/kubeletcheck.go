@@ -19,28 +19,22 @@ const (
 	// DefaultHealthzURL is the kubelet's default healthz endpoint
 	// (--healthz-bind-address 127.0.0.1, --healthz-port 10248).
 	DefaultHealthzURL = "http://127.0.0.1:10248/healthz"
-	// DefaultTimeout bounds the healthz probe.
-	DefaultTimeout = 500 * time.Millisecond
-	// ProcessName is the comm of a kubelet process.
-	ProcessName = "kubelet"
+	// defaultTimeout bounds the healthz probe.
+	defaultTimeout = 500 * time.Millisecond
+	// processName is the comm of a kubelet process.
+	processName = "kubelet"
 )
 
-// Checker looks for a running kubelet. The zero value checks nothing; use
-// New for the defaults.
+// Checker looks for a running kubelet. The zero value checks nothing.
 type Checker struct {
 	// ProcRoot is the /proc to scan; "" skips the process scan.
 	ProcRoot string
 	// HealthzURL is probed with a GET; "" skips the probe.
 	HealthzURL string
-	// Timeout bounds the probe; zero means DefaultTimeout.
+	// Timeout bounds the probe; zero means defaultTimeout.
 	Timeout time.Duration
 	// Client sends the probe; nil means a client without proxies.
 	Client *http.Client
-}
-
-// New returns a Checker with the defaults.
-func New() *Checker {
-	return &Checker{ProcRoot: DefaultProcRoot, HealthzURL: DefaultHealthzURL, Timeout: DefaultTimeout}
 }
 
 // Result is what Detect found.
@@ -62,9 +56,9 @@ func (r Result) Evidence() string {
 	switch len(r.PIDs) {
 	case 0:
 	case 1:
-		s = fmt.Sprintf("process %d (%q)", r.PIDs[0], ProcessName)
+		s = fmt.Sprintf("process %d (%q)", r.PIDs[0], processName)
 	default:
-		s = fmt.Sprintf("processes %v (%q)", r.PIDs, ProcessName)
+		s = fmt.Sprintf("processes %v (%q)", r.PIDs, processName)
 	}
 	if r.Healthz != "" {
 		if s != "" {
@@ -79,7 +73,7 @@ func (r Result) Evidence() string {
 func (c *Checker) Detect(ctx context.Context) Result {
 	var r Result
 	if c.ProcRoot != "" {
-		r.PIDs = Processes(c.ProcRoot)
+		r.PIDs = processes(c.ProcRoot)
 	}
 	if c.HealthzURL != "" {
 		if code, ok := c.probe(ctx); ok {
@@ -90,9 +84,9 @@ func (c *Checker) Detect(ctx context.Context) Result {
 	return r
 }
 
-// Processes returns the PIDs under procRoot whose comm is ProcessName,
+// processes returns the PIDs under procRoot whose comm is processName,
 // ascending. Entries that vanish or cannot be read are skipped.
-func Processes(procRoot string) []int {
+func processes(procRoot string) []int {
 	entries, err := os.ReadDir(procRoot)
 	if err != nil {
 		return nil
@@ -107,7 +101,7 @@ func Processes(procRoot string) []int {
 		if err != nil {
 			continue
 		}
-		if string(bytes.TrimSuffix(comm, []byte("\n"))) == ProcessName {
+		if string(bytes.TrimSuffix(comm, []byte("\n"))) == processName {
 			pids = append(pids, pid)
 		}
 	}
@@ -129,7 +123,7 @@ func readSmall(path string) ([]byte, error) {
 func (c *Checker) probe(ctx context.Context) (int, bool) {
 	timeout := c.Timeout
 	if timeout <= 0 {
-		timeout = DefaultTimeout
+		timeout = defaultTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

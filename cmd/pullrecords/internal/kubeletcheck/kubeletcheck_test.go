@@ -45,13 +45,13 @@ func TestProcesses(t *testing.T) {
 		{"non-pid entries and unreadable comm", map[string]string{"self": "kubelet\n", "net": "kubelet\n", "8": ""}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Processes(fakeProc(t, tc.comms))
+			got := processes(fakeProc(t, tc.comms))
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("Processes = %v, want %v", got, tc.want)
 			}
 		})
 	}
-	if got := Processes(filepath.Join(t.TempDir(), "missing")); got != nil {
+	if got := processes(filepath.Join(t.TempDir(), "missing")); got != nil {
 		t.Errorf("missing /proc: %v, want nothing", got)
 	}
 }
@@ -109,13 +109,6 @@ func TestDetectTimeout(t *testing.T) {
 	r := c.Detect(context.Background())
 	if r.Running {
 		t.Error("an endpoint that never answered counts as a kubelet")
-	}
-}
-
-func TestNewDefaults(t *testing.T) {
-	c := New()
-	if c.ProcRoot != "/proc" || c.HealthzURL != "http://127.0.0.1:10248/healthz" || c.Timeout != DefaultTimeout {
-		t.Errorf("New() = %+v", c)
 	}
 }
 
