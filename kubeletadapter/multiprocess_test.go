@@ -704,7 +704,9 @@ func (r mpResult) String() string {
 // killAfter is not negative.
 // It may run on any goroutine.
 func (c *mpCLI) run(procRoot string, killAfter time.Duration, args ...string) mpResult {
-	full := append([]string{"--kubelet-dir", c.dir}, args...)
+	// An empty healthz variable now means the default endpoint; the flag,
+	// set empty, still skips the probe (never the process scan).
+	full := append([]string{"--kubelet-dir", c.dir, "--kubelet-healthz-url="}, args...)
 	cmd := exec.Command(c.bin, full...)
 	cmd.Env = append(mpEnvWithout(os.Environ(), "PULLRECORDS_PROC_ROOT", "PULLRECORDS_KUBELET_HEALTHZ_URL", mpEnvRole),
 		"PULLRECORDS_PROC_ROOT="+procRoot, "PULLRECORDS_KUBELET_HEALTHZ_URL=")
@@ -829,6 +831,14 @@ func mpNewNode(t *testing.T, seed int64) *mpNode {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// A proc root without a process entry is refused as unusable: the
+	// kubelet-free one lists an init process.
+	if err := os.MkdirAll(filepath.Join(n.noProc, "1"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(n.noProc, "1", "comm"), []byte("init\n"), 0o600); err != nil {
+		t.Fatal(err)
 	}
 	n.rt = &mpRuntime{dir: n.rtDir}
 	n.cli = &mpCLI{bin: mpPullrecords(t), dir: n.dir}

@@ -126,6 +126,13 @@ reported, naming the cache and the field, and then nothing of the file is
 applied. A running "cache run" picks the change up within a second; otherwise
 the next "cache run" does the work.
 
+All declared caches together may take at most 1 MiB as stored in
+<state dir>/caches.json (indented JSON: an image costs its reference and about
+12 bytes, so roughly 20,000 images of 40 characters): an apply or delete that
+would store more is refused, naming the size and the largest cache, and
+nothing is written. The limit keeps caches.json and the files "cache run"
+derives from it readable by every later command.
+
 A cache with a pullSecret is refused, and nothing in the file is applied: this
 command pulls beside the kubelet, where a private image would look preloaded to a
 stock kubelet and every pod could use it. Let the kubelet pull private images (a

@@ -101,21 +101,109 @@ func sortSpecs(specs []cacheSpec) {
 	}
 }
 
-// saveDeclared replaces the declared file atomically (fresh temporary name,
-// fsync, rename, directory fsync), never through a symbolic link.
-func (p cachePaths) saveDeclared(specs []cacheSpec) error {
+// maxDeclaredSize is the limit for declared caches: the declared file as
+// saveDeclared writes it, in bytes. Every writer of the file checks it
+// before writing anything, so nothing is acknowledged that a later command
+// cannot read back, whatever the input looked like (the 4 MiB input limit,
+// maxCacheFileSize, bounds what is read; indented, a compact input grows).
+//
+// It is also what keeps the files "cache run" derives from the declared
+// set readable (the manager's state file and its last-status file are read
+// with a 64 MiB limit). The bound, for a set of D bytes here:
+//
+//   - Here an image of n bytes in a cache costs n+11 or n+12 bytes (indent,
+//     quotes, comma, newline), so at least 12; a cache's own fields at least
+//     80 bytes plus its namespace and name.
+//   - In the state file (compact JSON) the image costs n+3 bytes in its
+//     cache, and while its removal is pending n+58 more plus its cache's
+//     namespace (at most 63 bytes) and name (at most 253): at most n+374,
+//     under 32 times n+11. A cache's own fields take at most 209 bytes plus
+//     its namespace and name, under 3 times their cost here. So the state
+//     holding the set takes at most 3D, and the removals of a whole set of
+//     D bytes pending at once at most 32D: with D at most 1 MiB, a state
+//     holding this set and the removals of the whole previous one stays
+//     under 35 MiB.
+//   - A completed batch's last status holds one result per image: about 332
+//     bytes of fields plus the reference (under 28 times n+11), its message
+//     and what the runtime reports (image ID, and the text of an error):
+//     under 28 MiB besides those for a whole set.
+//
+// Removals still pending from more than one earlier set (the runtime slower
+// than the changes) and a runtime's error texts are not bounded here.
+const maxDeclaredSize = 1 << 20
+
+// errDeclaredTooLarge is wrapped by a *declaredSizeError.
+var errDeclaredTooLarge = errors.New("over the limit for declared caches")
+
+// declaredSizeError is a change refused because the declared file would
+// exceed maxDeclaredSize: its size and the largest cache, by its share of
+// the file.
+type declaredSizeError struct {
+	file          string
+	size          int
+	largest       string
+	largestImages int
+	largestSize   int
+}
+
+func (e *declaredSizeError) Error() string {
+	return fmt.Sprintf("the declared caches would take %s in %s, %v of %d MiB (%s) as stored; the largest is %s (%s, %s); "+
+		"nothing written: declare fewer images or delete caches",
+		plural(e.size, "byte"), e.file, errDeclaredTooLarge, maxDeclaredSize>>20, plural(maxDeclaredSize, "byte"),
+		esc(e.largest), plural(e.largestImages, "image"), plural(e.largestSize, "byte"))
+}
+
+func (e *declaredSizeError) Unwrap() error { return errDeclaredTooLarge }
+
+// encodeDeclared returns the declared file's content for specs, sorted.
+func encodeDeclared(specs []cacheSpec) ([]byte, error) {
 	sortSpecs(specs)
 	if specs == nil {
 		specs = []cacheSpec{}
 	}
 	data, err := json.MarshalIndent(declared{Version: declaredVersion, Caches: specs}, "", "  ")
 	if err != nil {
+		return nil, err
+	}
+	return append(data, '\n'), nil
+}
+
+// checkDeclaredSize refuses data, the declared file's content for specs,
+// when it exceeds maxDeclaredSize.
+func (p cachePaths) checkDeclaredSize(specs []cacheSpec, data []byte) error {
+	if len(data) <= maxDeclaredSize {
+		return nil
+	}
+	e := &declaredSizeError{file: p.declared(), size: len(data)}
+	for _, s := range specs {
+		// A cache's share: its indented object, its indent, comma and newline.
+		b, err := json.MarshalIndent(s, "    ", "  ")
+		if err != nil {
+			return err
+		}
+		if n := len(b) + 6; n > e.largestSize {
+			e.largest, e.largestImages, e.largestSize = s.ref(), len(s.Images), n
+		}
+	}
+	return e
+}
+
+// saveDeclared replaces the declared file atomically (fresh temporary name,
+// fsync, rename, directory fsync), never through a symbolic link. A set
+// over maxDeclaredSize is refused (a *declaredSizeError) and nothing is
+// written.
+func (p cachePaths) saveDeclared(specs []cacheSpec) error {
+	data, err := encodeDeclared(specs)
+	if err != nil {
+		return err
+	}
+	if err := p.checkDeclaredSize(specs, data); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(p.base, 0o700); err != nil {
 		return describeFSError(err)
 	}
-	return describeFSError(atomicfile.WriteFile(p.base, declaredFile, append(data, '\n'), 0o600))
+	return describeFSError(atomicfile.WriteFile(p.base, declaredFile, data, 0o600))
 }
 
 // fileLock is an flock(2) lock on a file of the state directory.

@@ -58,13 +58,39 @@ func TestScripts(t *testing.T) {
 
 // setupScript gives record trees from the archive the modes the kubelet
 // uses; txtar files are created 0666/0777 minus umask.
-// It also makes the running-kubelet check hermetic: no /proc to scan and no
-// healthz probe, unless a script sets PULLRECORDS_PROC_ROOT or
-// PULLRECORDS_KUBELET_HEALTHZ_URL.
+// It also makes the running-kubelet check hermetic: a /proc (outside $WORK)
+// whose one process is not a kubelet, and a healthz endpoint that accepts
+// connections and never answers HTTP, unless a script sets
+// PULLRECORDS_PROC_ROOT or PULLRECORDS_KUBELET_HEALTHZ_URL.
 func setupScript(env *testscript.Env) error {
 	env.Setenv("HOME", env.WorkDir)
-	env.Setenv(envProcRoot, filepath.Join(env.WorkDir, ".no-proc"))
-	env.Setenv(envHealthzURL, "")
+	proc, err := os.MkdirTemp("", "pullrecords-proc-")
+	if err != nil {
+		return err
+	}
+	env.Defer(func() { os.RemoveAll(proc) })
+	if err := os.Mkdir(filepath.Join(proc, "1"), 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(proc, "1", "comm"), []byte("init\n"), 0o600); err != nil {
+		return err
+	}
+	env.Setenv(envProcRoot, proc)
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	env.Defer(func() { silent.Close() })
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	env.Setenv(envHealthzURL, "http://"+silent.Addr().String()+"/healthz")
 	return fixModes(env.WorkDir)
 }
 

@@ -46,9 +46,11 @@ type globalOptions struct {
 	// kubeletStopped asserts that no kubelet runs: it skips the
 	// running-kubelet check of the writing commands.
 	kubeletStopped bool
-	// procRoot and healthzURL are where that check looks.
-	procRoot   string
-	healthzURL string
+	// procRoot and healthzURL are where that check looks; procRootFrom
+	// and healthzURLFrom name the flag or environment variable that set
+	// them, for its errors.
+	procRoot, procRootFrom     string
+	healthzURL, healthzURLFrom string
 
 	stdout io.Writer
 	stderr io.Writer
@@ -108,12 +110,15 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		outputFormats...)
 	pf.IntVarP(&g.verbosity, "verbosity", "v", 0, "log verbosity (klog -v), logs go to stderr")
 	pf.BoolVar(&g.kubeletStopped, "kubelet-stopped", false,
-		"assert that no kubelet is running on this node, so the writing commands (fsck --repair, migrate --apply, prune) skip their running-kubelet check; "+
-			"a stock kubelet reads the records only at start-up and would act on stale ones if they changed under it. The records' lock is still honoured")
-	pf.StringVar(&g.procRoot, "proc-root", kubeletcheck.DefaultProcRoot,
-		"where the running-kubelet check looks for a process named kubelet (the host's /proc when run in a container; env "+envProcRoot+")")
+		"assert that no kubelet is running on this node: the writing commands (fsck --repair, migrate --apply, prune) then skip their running-kubelet check "+
+			"(process scan and healthz probe) and trust this word alone; a stock kubelet reads the records only at start-up and would act on stale ones if they changed under it. "+
+			"The records' lock is still honoured. Nothing else skips the check")
+	pf.StringVar(&g.procRoot, "proc-root", defaultProcRoot,
+		"the /proc the running-kubelet check scans for a process named kubelet (the host's /proc when run in a container; env "+envProcRoot+
+			", empty means the default); the scan cannot be switched off: an empty, missing or unreadable proc root, or one that lists no process, is an error (exit status 2)")
 	pf.StringVar(&g.healthzURL, "kubelet-healthz-url", kubeletcheck.DefaultHealthzURL,
-		"the kubelet healthz endpoint the running-kubelet check probes; empty skips the probe (env "+envHealthzURL+")")
+		"the kubelet healthz endpoint the running-kubelet check also probes (env "+envHealthzURL+", empty means the default); "+
+			"an explicitly empty --kubelet-healthz-url= skips the probe, never the process scan")
 
 	root.AddCommand(
 		newDemoCmd(g),
@@ -134,20 +139,27 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 }
 
 // Environment variables that set --proc-root and --kubelet-healthz-url when
-// the flag is not given.
+// the flag is not given. An empty one means the default: a variable that
+// looks unset must not switch the running-kubelet check off.
 const (
 	envProcRoot   = "PULLRECORDS_PROC_ROOT"
 	envHealthzURL = "PULLRECORDS_KUBELET_HEALTHZ_URL"
 )
 
+// defaultProcRoot is --proc-root's default; tests point it at a fake /proc.
+var defaultProcRoot = kubeletcheck.DefaultProcRoot
+
 // checkDefaultsFromEnv applies the environment to the check's flags the user
-// did not set. The help keeps showing the built-in defaults.
+// did not set, and records where each value came from for the check's
+// errors. Empty variables are ignored. The help keeps showing the built-in
+// defaults.
 func (g *globalOptions) checkDefaultsFromEnv(cmd *cobra.Command) {
-	if v, ok := os.LookupEnv(envProcRoot); ok && !cmd.Flags().Changed("proc-root") {
-		g.procRoot = v
+	g.procRootFrom, g.healthzURLFrom = "--proc-root", "--kubelet-healthz-url"
+	if v := os.Getenv(envProcRoot); v != "" && !cmd.Flags().Changed("proc-root") {
+		g.procRoot, g.procRootFrom = v, envProcRoot
 	}
-	if v, ok := os.LookupEnv(envHealthzURL); ok && !cmd.Flags().Changed("kubelet-healthz-url") {
-		g.healthzURL = v
+	if v := os.Getenv(envHealthzURL); v != "" && !cmd.Flags().Changed("kubelet-healthz-url") {
+		g.healthzURL, g.healthzURLFrom = v, envHealthzURL
 	}
 }
 

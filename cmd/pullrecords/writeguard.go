@@ -17,7 +17,9 @@ var errRefused = errors.New("refusing to write")
 
 // guardWrite refuses a writing command (what, for example "fsck --repair")
 // while a kubelet is seen running on this node, unless --kubelet-stopped
-// asserts that none is. Call it before anything is written.
+// asserts that none is. A check that cannot run (an unusable proc root, a
+// healthz URL that is not one) refuses too: only --kubelet-stopped skips
+// it. Call it before anything is written.
 func (g *globalOptions) guardWrite(ctx context.Context, what string) error {
 	if g.kubeletStopped {
 		return nil
@@ -26,12 +28,29 @@ func (g *globalOptions) guardWrite(ctx context.Context, what string) error {
 		ctx = context.Background()
 	}
 	c := &kubeletcheck.Checker{ProcRoot: g.procRoot, HealthzURL: g.healthzURL}
-	r := c.Detect(ctx)
+	r, err := c.Detect(ctx)
+	if err != nil {
+		source := orDefault(g.procRootFrom, "--proc-root")
+		if errors.Is(err, kubeletcheck.ErrBadHealthzURL) {
+			source = orDefault(g.healthzURLFrom, "--kubelet-healthz-url")
+		}
+		return fmt.Errorf("%s: %w: the running-kubelet check cannot run: %s: %w; "+
+			"point --proc-root (or %s) at the host's /proc and --kubelet-healthz-url (or %s) at the kubelet's healthz endpoint, "+
+			"or pass --kubelet-stopped once the kubelet is stopped",
+			what, errRefused, source, err, envProcRoot, envHealthzURL)
+	}
 	if !r.Running {
 		return nil
 	}
 	return fmt.Errorf("%s: %w beside a running kubelet (%s): a stock kubelet reads the pull records only when it starts and would act on stale ones; "+
 		"stop the kubelet, then pass --kubelet-stopped", what, errRefused, r.Evidence())
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 // lockRefusal turns a *fsstore.LockedError in err into what's refusal,

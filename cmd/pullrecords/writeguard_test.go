@@ -43,13 +43,7 @@ func TestLockRefusal(t *testing.T) {
 }
 
 func TestGuardWrite(t *testing.T) {
-	proc := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(proc, "31"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(proc, "31", "comm"), []byte("kubelet\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	proc := fakeProcRoot(t, map[string]string{"1": "init\n", "31": "kubelet\n"})
 	ctx := context.Background()
 
 	g := &globalOptions{procRoot: proc}
@@ -62,8 +56,57 @@ func TestGuardWrite(t *testing.T) {
 	if err := g.guardWrite(ctx, "migrate --apply"); err != nil {
 		t.Errorf("guardWrite with --kubelet-stopped = %v", err)
 	}
-	g = &globalOptions{procRoot: t.TempDir()}
+	g = &globalOptions{procRoot: fakeProcRoot(t, map[string]string{"1": "init\n"})}
 	if err := g.guardWrite(ctx, "prune"); err != nil {
 		t.Errorf("guardWrite without a kubelet = %v", err)
 	}
+}
+
+// A check that cannot run refuses, naming the setting, the path and why;
+// only --kubelet-stopped skips it.
+func TestGuardWriteUnusableCheck(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nonexistent")
+	empty := t.TempDir()
+	ok := fakeProcRoot(t, map[string]string{"1": "init\n"})
+	const advice = "; point --proc-root (or PULLRECORDS_PROC_ROOT) at the host's /proc and --kubelet-healthz-url (or PULLRECORDS_KUBELET_HEALTHZ_URL) at the kubelet's healthz endpoint, or pass --kubelet-stopped once the kubelet is stopped"
+	for _, tc := range []struct {
+		name string
+		g    globalOptions
+		want string
+	}{
+		{"missing", globalOptions{procRoot: missing, procRootFrom: "--proc-root"},
+			"fsck --repair: refusing to write: the running-kubelet check cannot run: --proc-root: " + missing + ": no such directory" + advice},
+		{"empty flag", globalOptions{procRootFrom: "--proc-root"},
+			"fsck --repair: refusing to write: the running-kubelet check cannot run: --proc-root: empty path" + advice},
+		{"no process entries, from the environment", globalOptions{procRoot: empty, procRootFrom: envProcRoot},
+			"fsck --repair: refusing to write: the running-kubelet check cannot run: PULLRECORDS_PROC_ROOT: " + empty + ": holds no process entries: not a proc filesystem" + advice},
+		{"bad healthz URL", globalOptions{procRoot: ok, healthzURL: "localhost:10248", healthzURLFrom: envHealthzURL},
+			`fsck --repair: refusing to write: the running-kubelet check cannot run: PULLRECORDS_KUBELET_HEALTHZ_URL: "localhost:10248": not an http or https URL` + advice},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.g.guardWrite(context.Background(), "fsck --repair")
+			if err == nil || err.Error() != tc.want || !errors.Is(err, errRefused) || exitCode(err) != exitFailed {
+				t.Errorf("guardWrite = %v\nwant %s", err, tc.want)
+			}
+			tc.g.kubeletStopped = true
+			if err := tc.g.guardWrite(context.Background(), "fsck --repair"); err != nil {
+				t.Errorf("with --kubelet-stopped: %v", err)
+			}
+		})
+	}
+}
+
+// fakeProcRoot builds a /proc with the given pid -> comm entries.
+func fakeProcRoot(t *testing.T, comms map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for pid, comm := range comms {
+		if err := os.MkdirAll(filepath.Join(root, pid), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, pid, "comm"), []byte(comm), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
 }

@@ -13,12 +13,20 @@
 //
 // Guarantees:
 //   - Detect never writes and never blocks longer than the probe timeout
-//     (500 ms unless Checker.Timeout says otherwise).
-//   - A process list or endpoint that cannot be read is "not detected",
-//     never an error: the check is a safety net, not a proof. Evidence says
-//     what was found.
+//     (defaultTimeout unless Checker.Timeout says otherwise).
+//   - The process scan cannot be switched off by its configuration: a proc
+//     root that is empty, missing, not a directory, cannot be listed, lists
+//     no process (numeric) entry at all, or whose process entries all have an
+//     unreadable comm is an error (*ProcRootError, ErrUnusableProcRoot),
+//     never "not detected". So is a healthz URL that is not an absolute http
+//     or https URL (ErrBadHealthzURL). Only an empty HealthzURL skips
+//     something: the probe, never the scan.
+//   - An endpoint that does not answer, and a process entry that vanishes
+//     or whose comm cannot be read while others can, are "not detected":
+//     the check is a safety net, not a proof. Evidence says what was found.
 //
 // Non-guarantees: a kubelet in another PID namespace (a container without
-// hostPID and without the host's /proc) and a kubelet whose healthz endpoint
-// is disabled or moved are not detected; nor is a renamed binary.
+// hostPID and without the host's /proc: its own /proc is usable and lists
+// only the container's processes) and a kubelet whose healthz endpoint is
+// disabled or moved are not detected; nor is a renamed binary.
 package kubeletcheck
