@@ -12,8 +12,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/pullrecords/pullrecords/atomicfile"
 	"github.com/pullrecords/pullrecords/imagecache"
-	"github.com/pullrecords/pullrecords/internal/atomicfile"
 )
 
 // The declared caches.
