@@ -13,7 +13,7 @@ import (
 	"sync"
 
 	"github.com/pullrecords/pullrecords/accessor"
-	"github.com/pullrecords/pullrecords/internal/atomicfile"
+	"github.com/pullrecords/pullrecords/atomicfile"
 )
 
 // dir is one of the store's two directories.

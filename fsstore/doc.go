@@ -58,7 +58,7 @@
 // A write encodes the record and, if the encoding is larger than the 32 MiB
 // a read accepts, refuses it with accessor.ErrTooLarge without touching the
 // disk. Otherwise it goes through the repository's one write primitive,
-// internal/atomicfile: a fresh temporary file in the same directory
+// atomicfile: a fresh temporary file in the same directory
 // (".sha256-<hex>.<random>.tmp", a name the kubelet ignores, created
 // exclusively so nothing already there is opened), written, fsynced and
 // closed, renamed onto the record's name, and the directory fsynced. A
@@ -86,17 +86,17 @@
 //
 // # One writer
 //
-// A writable New takes an exclusive advisory lock (flock, without waiting)
-// on <kubelet dir>/image_manager/.pullrecords.lock (LockFile), a 0600 file
-// beside the two directories, which the kubelet never reads, and writes its
-// process ID and start time into it. While it is held, another writable
-// New, in the same process or another, fails at once with a *LockedError
-// naming the holder (errors.Is(err, ErrLocked)); so does Repair. Close
-// releases the lock, and the kernel releases it when the process dies,
-// however it dies; a stale lock file is simply reused. The lock file is
-// opened through the os.Root and never through a symbolic link or a second
-// hard link (ErrUnsafeLockFile). A read-only New (WithReadOnly) takes no
-// lock, may run beside the writer and sees its files.
+// A writable New takes an exclusive advisory lock (package filelock: flock,
+// without waiting) on <kubelet dir>/image_manager/.pullrecords.lock
+// (LockFile), a 0600 file beside the two directories, which the kubelet
+// never reads, and writes its process ID and start time into it. While it
+// is held, another writable New, in the same process or another, fails at
+// once with a *LockedError naming the holder (errors.Is(err, ErrLocked)); so
+// does Repair. Close releases the lock, and the kernel releases it when the
+// process dies, however it dies; a stale lock file is simply reused. The
+// lock file is opened through the os.Root and never through a symbolic link
+// or a second hard link (ErrUnsafeLockFile). A read-only New (WithReadOnly)
+// takes no lock, may run beside the writer and sees its files.
 //
 // # Symbolic links and hostile keys
 //

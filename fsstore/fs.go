@@ -5,7 +5,7 @@ import (
 	"os"
 	"syscall"
 
-	"github.com/pullrecords/pullrecords/internal/atomicfile"
+	"github.com/pullrecords/pullrecords/atomicfile"
 )
 
 // dirFS is every file-system operation the store performs on the data in one

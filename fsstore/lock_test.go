@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/pullrecords/pullrecords/filelock"
 )
 
 func lockPath(kubeletDir string) string { return filepath.Join(kubeletDir, DirName, LockFile) }
@@ -114,8 +116,8 @@ func TestLockFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var h lockHolder
-	if err := json.Unmarshal(data, &h); err != nil || h.PID != os.Getpid() || !h.Started.Equal(processStarted) {
+	var h filelock.Holder
+	if err := json.Unmarshal(data, &h); err != nil || h.PID != filelock.Self().PID || !h.Started.Equal(filelock.Self().Started) {
 		t.Errorf("lock file holds %q (%v), want this process", data, err)
 	}
 	// The kubelet's directories hold nothing new, and the lock file is not
@@ -255,8 +257,8 @@ func TestLockAcrossProcesses(t *testing.T) {
 		t.Error(err)
 	}
 	data, _ := os.ReadFile(lockPath(kubeletDir))
-	var h lockHolder
-	if err := json.Unmarshal(data, &h); err != nil || h.PID != os.Getpid() {
+	var h filelock.Holder
+	if err := json.Unmarshal(data, &h); err != nil || h.PID != filelock.Self().PID || !h.Started.Equal(filelock.Self().Started) {
 		t.Errorf("lock file after takeover: %q, %v; want this process", data, err)
 	}
 }

@@ -1,6 +1,7 @@
 package fsstore
 
 import (
+	"github.com/pullrecords/pullrecords/filelock"
 	"github.com/pullrecords/pullrecords/internal/keylock"
 
 	"crypto/sha256"
@@ -93,8 +94,8 @@ type Store struct {
 	opts    options
 	intents *dir
 	records *dir
-	locks   *keylock.Set // serialise writers and deleters of one file name
-	lock    *os.File     // holds the store's flock; nil when read-only
+	locks   *keylock.Set   // serialise writers and deleters of one file name
+	lock    *filelock.Lock // holds the store's flock; nil when read-only
 
 	life   sync.RWMutex // held for reading by every operation, for writing by Close
 	closed bool
@@ -161,7 +162,7 @@ func New(logger klog.Logger, kubeletDir string, opts ...Option) (*Store, error) 
 // openDirs makes sure the store's directories exist and are real
 // directories, not symbolic links, and opens them. When writable it creates
 // missing directories and takes the store's lock, returned as lock.
-func openDirs(logger klog.Logger, kubeletDir string, writable, sync bool) (intents, records *rootDir, lock *os.File, err error) {
+func openDirs(logger klog.Logger, kubeletDir string, writable, sync bool) (intents, records *rootDir, lock *filelock.Lock, err error) {
 	if writable {
 		if err := mkdirAll(kubeletDir, sync); err != nil {
 			return nil, nil, nil, err
@@ -182,7 +183,7 @@ func openDirs(logger klog.Logger, kubeletDir string, writable, sync bool) (inten
 			return nil, nil, nil, err
 		}
 	}
-	fail := func(err error) (*rootDir, *rootDir, *os.File, error) {
+	fail := func(err error) (*rootDir, *rootDir, *filelock.Lock, error) {
 		if lock != nil {
 			lock.Close()
 		}

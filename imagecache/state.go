@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pullrecords/pullrecords/internal/atomicfile"
+	"github.com/pullrecords/pullrecords/atomicfile"
 )
 
 const (

@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/pullrecords/pullrecords/internal/atomicfile"
+	"github.com/pullrecords/pullrecords/atomicfile"
 )
 
 func dirNames(t *testing.T, dir string) []string {

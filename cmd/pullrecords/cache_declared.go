@@ -8,12 +8,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 
+	"github.com/pullrecords/pullrecords/atomicfile"
+	"github.com/pullrecords/pullrecords/filelock"
 	"github.com/pullrecords/pullrecords/imagecache"
-	"github.com/pullrecords/pullrecords/internal/atomicfile"
 )
 
 // The declared caches.
@@ -206,76 +205,59 @@ func (p cachePaths) saveDeclared(specs []cacheSpec) error {
 	return describeFSError(atomicfile.WriteFile(p.base, declaredFile, data, 0o600))
 }
 
-// fileLock is an flock(2) lock on a file of the state directory.
-type fileLock struct{ f *os.File }
+// fileLock is a lock on a file of the state directory (package filelock).
+type fileLock struct{ l *filelock.Lock }
 
-// lockFile takes an exclusive lock on dir/name, creating it; wait says
-// whether to wait for another holder or fail with errLockHeld at once.
+// lockFile takes an exclusive lock on dir/name, creating it and recording
+// this process in it; wait says whether to wait for another holder or fail
+// at once with an error matching errLockHeld.
 func lockFile(dir, name string, wait bool) (*fileLock, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, describeFSError(err)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, describeFSError(err)
 	}
-	how := syscall.LOCK_EX
-	if !wait {
-		how |= syscall.LOCK_NB
+	defer root.Close()
+	take := filelock.TryLock
+	if wait {
+		take = filelock.WaitLock
 	}
-	for {
-		err = syscall.Flock(int(f.Fd()), how)
-		if !errors.Is(err, syscall.EINTR) {
-			break
-		}
-	}
+	l, err := take(root, name)
 	if err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, errLockHeld
-		}
-		return nil, fmt.Errorf("cannot lock %s: %w", filepath.Join(dir, name), err)
+		return nil, describeFSError(err)
 	}
-	return &fileLock{f: f}, nil
+	return &fileLock{l: l}, nil
 }
 
-var errLockHeld = errors.New("lock held by another process")
+// errLockHeld is matched by lockFile's error when another process holds
+// the lock.
+var errLockHeld = filelock.ErrHeld
 
 func (l *fileLock) unlock() {
-	if l != nil && l.f != nil {
-		l.f.Close() // closing drops the flock
-		l.f = nil
-	}
-}
-
-// writePID records the holder in the lock file, for the messages of others.
-func (l *fileLock) writePID() {
-	if err := l.f.Truncate(0); err == nil {
-		_, _ = l.f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	if l != nil {
+		l.l.Close()
 	}
 }
 
 // runningCacheRun returns the PID of the "cache run" working the state
 // directory base, -1 if one runs but its PID is unknown, or 0 if none runs.
-// It writes nothing: the lock file is opened read-only, never created, and
-// tried with a shared lock that fails while a run holds it exclusively.
+// It writes nothing (filelock.Probe).
 func runningCacheRun(base string) int {
-	f, err := os.OpenFile(filepath.Join(base, runLock), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	root, err := os.OpenRoot(base)
 	if err != nil {
 		return 0
 	}
-	defer f.Close()
-	err = syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
-	if err == nil || !errors.Is(err, syscall.EWOULDBLOCK) {
+	defer root.Close()
+	h, held, err := filelock.Probe(root, runLock)
+	switch {
+	case err != nil || !held:
 		return 0
-	}
-	buf := make([]byte, 32)
-	n, _ := f.ReadAt(buf, 0)
-	pid, perr := strconv.Atoi(strings.TrimSpace(string(buf[:n])))
-	if perr != nil || pid <= 0 {
+	case h.PID <= 0:
 		return -1
 	}
-	return pid
+	return h.PID
 }
 
 // declaredChange is one change "cache apply" or "cache delete" made.

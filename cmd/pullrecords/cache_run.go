@@ -158,7 +158,6 @@ func runCache(parent context.Context, g *globalOptions, o *cacheOptions, r *cach
 		return err
 	}
 	defer lock.unlock()
-	lock.writePID()
 
 	svc, err := dialCRI(ctx, endpoint, r.timeout)
 	if err != nil {

@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/pullrecords/pullrecords/imagecache"
-	"github.com/pullrecords/pullrecords/internal/imageref"
 )
 
 // cacheSpec is one image cache as a cache file declares it (YAML or JSON),
@@ -329,7 +328,7 @@ func checkImage(img string) (string, error) {
 		}
 		return "", errors.New(msg)
 	}
-	if !imageref.Valid(img) {
+	if _, err := reference.Parse(img); err != nil {
 		return "", errors.New("not an image reference the kubelet accepts")
 	}
 	return reference.TagNameOnly(named).String(), nil

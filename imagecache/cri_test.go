@@ -1,4 +1,4 @@
-package cri_test
+package imagecache_test
 
 import (
 	"context"
@@ -21,7 +21,8 @@ var (
 )
 
 // TestImagecacheReadsCallErrors checks that imagecache, which does not import
-// cri, classifies cri's errors as cri does.
+// cri, classifies cri's errors as cri does. (It lives here, not in cri, so
+// that only imagecache's module requires cri's, not the reverse too.)
 func TestImagecacheReadsCallErrors(t *testing.T) {
 	tests := []struct {
 		name string
