@@ -364,7 +364,7 @@ func Repair(logger klog.Logger, kubeletDir string, r *Report) (moved []string, e
 				continue
 			}
 			if err != nil {
-				errs = append(errs, fmt.Errorf("replacing %s by a fail-safe placeholder: %w", rel, err))
+				errs = append(errs, fmt.Errorf("quarantining %s: %w", rel, err))
 				continue
 			}
 			touched[DirName+"/"+f.Dir] = true
@@ -428,11 +428,9 @@ func quarantine(root *os.Root, dirName, name string) (string, error) {
 // image_manager/quarantine/<dir>/<name>, or <name>.N if that is taken, and
 // returns the new path relative to root.
 func quarantineEntry(root *os.Root, dirName, src, name string) (string, error) {
-	qdir := DirName + "/" + quarantineDir + "/" + dirName
-	for _, sub := range []string{DirName + "/" + quarantineDir, qdir} {
-		if err := ensureDir(root, sub, true, true); err != nil {
-			return "", err
-		}
+	qdir, err := ensureQuarantine(root, dirName)
+	if err != nil {
+		return "", err
 	}
 	for i := 0; i < 1000; i++ {
 		dst := qdir + "/" + name
@@ -447,6 +445,18 @@ func quarantineEntry(root *os.Root, dirName, src, name string) (string, error) {
 		return dst, root.Rename(DirName+"/"+dirName+"/"+src, dst)
 	}
 	return "", fmt.Errorf("too many quarantined copies of %s", name)
+}
+
+// ensureQuarantine creates image_manager/quarantine/<dir> if needed and
+// returns its path relative to root.
+func ensureQuarantine(root *os.Root, dirName string) (string, error) {
+	qdir := DirName + "/" + quarantineDir + "/" + dirName
+	for _, sub := range []string{DirName + "/" + quarantineDir, qdir} {
+		if err := ensureDir(root, sub, true, true); err != nil {
+			return "", err
+		}
+	}
+	return qdir, nil
 }
 
 // rewriteCurrent rewrites an old-version file as the current version in place.

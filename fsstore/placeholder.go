@@ -54,6 +54,11 @@ var errExchangeUnsupported = errors.New("atomic exchange of two names is not sup
 //  3. the directory is fsynced, so name holds the placeholder for good;
 //  4. the held entry is moved to quarantine (quarantine).
 func swapInPlaceholder(root *os.Root, dirName, name string) (string, error) {
+	// The quarantine must be usable before anything changes, so a repair
+	// that cannot quarantine leaves the entry as it was.
+	if _, err := ensureQuarantine(root, dirName); err != nil {
+		return "", err
+	}
 	rel := DirName + "/" + dirName
 	dirFile, err := root.Open(rel)
 	if err != nil {
