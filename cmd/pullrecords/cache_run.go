@@ -124,8 +124,8 @@ func runCache(parent context.Context, g *globalOptions, o *cacheOptions, r *cach
 	endpoint := r.criEndpoint()
 
 	// Refuse before taking anything: a declared cache with a pull secret
-	// (hand-edited, or applied by an older version) must not be pulled
-	// from here.
+	// (cache apply refuses one, so it was written by hand) must not be
+	// pulled from here.
 	stamp := stampOf(paths.declared())
 	specs, _, err := paths.loadDeclared()
 	if err != nil {
