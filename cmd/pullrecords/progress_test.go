@@ -40,6 +40,7 @@ func testProgressWaitsForTheDelay(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
 	var out syncBuffer
 	p := newProgress(&out, "fsck", 40, clk, progressDelay)
+	t.Cleanup(p.stop) // a failed check must not leave the goroutine in the bubble
 	p.phase("checking 100000 entries in image_manager/", 0)
 	synctest.Wait()
 	if !clk.HasWaiters() {
