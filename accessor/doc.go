@@ -7,8 +7,12 @@
 //
 // An ImagePullIntent says a pull of an image string is in flight. An
 // ImagePulledRecord says which credentials pulled the content named by an
-// imageRef, keyed by normalised image name. Both are plain Go structs; the
-// versioned wire types with kind and apiVersion stay inside this package.
+// imageRef, per mapping key. The key is whatever the writer chose; the
+// kubelet, and pullmanager by default, use the pod's image string with only
+// its tag and digest cut ("busybox:1.36" is keyed "busybox", never
+// "docker.io/library/busybox"; see pullmanager.MappingKey). This package
+// neither computes nor checks keys. Both are plain Go structs; the versioned
+// wire types with kind and apiVersion stay inside this package.
 //
 // # Codec guarantees
 //

@@ -20,8 +20,10 @@ type ImagePulledRecord struct {
 	LastUpdatedTime metav1.Time
 	// ImageRef is the record's key: the image ID reported by the runtime.
 	ImageRef string
-	// CredentialMapping maps a normalised image name (no tag, no digest) to
-	// the credentials that pulled ImageRef under that name.
+	// CredentialMapping maps a mapping key to the credentials that pulled
+	// ImageRef under it. The kubelet's key, and pullmanager's by default, is
+	// the pod's image string with only its tag and digest cut, not
+	// normalised: "busybox" and "docker.io/library/busybox" are two keys.
 	CredentialMapping map[string]ImagePullCredentials
 }
 

@@ -54,9 +54,7 @@ func TestInspectStoreDirMode(t *testing.T) {
 // owner is reported, and Repair changes nothing about it (it may have been
 // planted; an administrator decides).
 func TestInspectOwners(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("changing owners needs root (CI runs as root)")
-	}
+	requireOrSkip(t, os.Geteuid() == 0, "changing owners needs root")
 	kubeletDir := t.TempDir()
 	s := openStore(t, kubeletDir)
 	rec := testRecord(1)

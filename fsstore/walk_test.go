@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -187,53 +188,52 @@ func (c openCounter) OpenRead(name string) (fsFile, error) {
 
 // A walk reads ahead of fn by a bounded number of blocks, whatever the
 // number of files: while fn holds the first record, the workers read
-// walkWindow blocks per worker and stop.
+// walkWindow blocks per worker and stop. The test runs in a synctest bubble
+// so that "and stop" is an event: synctest.Wait returns once every goroutine
+// of the walk is blocked (the workers waiting for a block, the walk in fn),
+// so no read can still be on its way when the count is checked.
 func TestWalkReadsAheadABoundedAmount(t *testing.T) {
-	const workers = 2
-	dir := emptyStoreDir(t)
-	n := (walkWindow*workers + 4) * blockSize
-	for i := range n {
-		r := testRecord(i)
-		writeRaw(t, filepath.Join(recordsPath(dir), FileName(r.ImageRef)), mustEncodeRecord(t, r))
-	}
-	var opens atomic.Int64
-	// The dirFS path, where every read opens through the wrapper.
-	s := openStore(t, dir, WithReadOnly(), WithoutScan(),
-		withFS(func(_ string, d dirFS) dirFS { return openCounter{dirFS: plainFS{d}, opens: &opens} }))
-	s.opts.workers = workers
-	release := make(chan struct{})
-	held := make(chan struct{})
-	done := make(chan error)
-	go func() {
-		first := true
-		done <- s.WalkImagePulledRecords(ByFileName, func(*accessor.ImagePulledRecord, error) error {
-			if first {
-				first = false
-				close(held)
-				<-release
-			}
-			return nil
-		})
-	}()
-	<-held
-	want := int64(walkWindow * workers * blockSize)
-	// Wait for the workers to finish what they were handed, then check
-	// that they read no further.
-	deadline := time.Now().Add(30 * time.Second)
-	for opens.Load() < want && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(50 * time.Millisecond)
-	if got := opens.Load(); got != want {
-		t.Errorf("%d files read while fn held the first record, want %d (%d blocks of %d)", got, want, walkWindow*workers, blockSize)
-	}
-	close(release)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if got := opens.Load(); got != int64(n) {
-		t.Errorf("%d files read in all, want %d", got, n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		const workers = 2
+		dir := emptyStoreDir(t)
+		n := (walkWindow*workers + 4) * blockSize
+		for i := range n {
+			r := testRecord(i)
+			writeRaw(t, filepath.Join(recordsPath(dir), FileName(r.ImageRef)), mustEncodeRecord(t, r))
+		}
+		var opens atomic.Int64
+		// The dirFS path, where every read opens through the wrapper.
+		s := openStore(t, dir, WithReadOnly(), WithoutScan(),
+			withFS(func(_ string, d dirFS) dirFS { return openCounter{dirFS: plainFS{d}, opens: &opens} }))
+		s.opts.workers = workers
+		release := make(chan struct{})
+		held := make(chan struct{})
+		done := make(chan error)
+		go func() {
+			first := true
+			done <- s.WalkImagePulledRecords(ByFileName, func(*accessor.ImagePulledRecord, error) error {
+				if first {
+					first = false
+					close(held)
+					<-release
+				}
+				return nil
+			})
+		}()
+		<-held
+		synctest.Wait()
+		want := int64(walkWindow * workers * blockSize)
+		if got := opens.Load(); got != want {
+			t.Errorf("%d files read while fn held the first record, want %d (%d blocks of %d)", got, want, walkWindow*workers, blockSize)
+		}
+		close(release)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if got := opens.Load(); got != int64(n) {
+			t.Errorf("%d files read in all, want %d", got, n)
+		}
+	})
 }
 
 // The walk by key reads each file twice and keeps no decoded record from

@@ -125,9 +125,9 @@ func TestReadLastStatus(t *testing.T) {
 		}
 	})
 
-	t.Run("state of an older version", func(t *testing.T) {
-		// A state directory an older version wrote: a state file, no
-		// last-status file. The manager opens it; there are no statuses.
+	t.Run("state without last status", func(t *testing.T) {
+		// A state file and no last-status file (removed by hand, say):
+		// the manager opens it; there are no statuses.
 		dir := t.TempDir()
 		state := `{"version":1,"caches":[{"namespace":"ns","name":"c","images":["reg/a:1"],"generation":1,"completedGeneration":1}],"pendingPurges":null}`
 		if err := os.WriteFile(filepath.Join(dir, stateFile), []byte(state), 0o600); err != nil {

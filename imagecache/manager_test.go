@@ -22,6 +22,7 @@ import (
 
 	"github.com/pullrecords/pullrecords/accessor"
 	"github.com/pullrecords/pullrecords/accessor/accessortest"
+	"github.com/pullrecords/pullrecords/internal/atomicfile"
 	"github.com/pullrecords/pullrecords/memstore"
 	"github.com/pullrecords/pullrecords/pullmanager"
 )
@@ -674,7 +675,8 @@ func TestCorruptState(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, stateFile), []byte(`{"version":1,"bogus":true}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, stateTmpPrefix+"123"), []byte("x"), 0o600); err != nil {
+	stray := filepath.Join(dir, atomicfile.TempName(stateFile))
+	if err := os.WriteFile(stray, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	f := newFixture(t)
@@ -682,7 +684,7 @@ func TestCorruptState(t *testing.T) {
 	if !errors.Is(err, ErrState) {
 		t.Errorf("New on corrupt state = %v, want ErrState", err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, stateTmpPrefix+"123")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(stray); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("stray temp file not swept: %v", err)
 	}
 }

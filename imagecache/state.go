@@ -9,19 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/pullrecords/pullrecords/atomicfile"
 )
 
 const (
-	stateFile = "imagecache-state.json"
-	// stateTmpPrefix starts the temporary names of older versions, which
-	// wrote through os.CreateTemp; they are still swept. Writes now use
-	// atomicfile's temporary names.
-	stateTmpPrefix = ".imagecache-state-"
-	stateVersion   = 1
+	stateFile    = "imagecache-state.json"
+	stateVersion = 1
 )
 
 // persisted is the state file's content. It holds the cache specs including
@@ -67,15 +62,6 @@ func readState(dir string) (*persisted, error) {
 	defer d.Close()
 	_, _ = d.RemoveTemps(stateFile)
 	_, _ = d.RemoveTemps(lastStatusFile)
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrState, err)
-	}
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), stateTmpPrefix) && !e.IsDir() {
-			_ = d.Remove(e.Name())
-		}
-	}
 	return readStateFile(dir)
 }
 

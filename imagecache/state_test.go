@@ -101,9 +101,9 @@ func TestStateWrites(t *testing.T) {
 	if err := os.WriteFile(outside, []byte("precious"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// Temporary files of an interrupted write, this version's and an older
-	// one's, are swept when a manager opens the directory.
-	for _, name := range []string{atomicfile.TempName(stateFile), stateTmpPrefix + "123"} {
+	// Temporary files of an interrupted write are swept when a manager opens
+	// the directory.
+	for _, name := range []string{atomicfile.TempName(stateFile), atomicfile.TempName(lastStatusFile)} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte("partial"), 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -114,7 +114,7 @@ func (m *Manager) process(ctx context.Context, image string) {
 			}
 			if m.pulls == nil && cs.spec.PullSecret != nil {
 				// Applied by an in-process manager on the same state
-				// directory, or by an older version.
+				// directory.
 				m.finishLocked(r, m.resultFor(r, now, outcome{status: StatusFailed, reason: ReasonPrivateImage,
 					message: "Not pulled: " + privateImageError(cs.spec).Error()}), true)
 				continue

@@ -110,9 +110,6 @@ func TestSystemdUnit(t *testing.T) {
 	if len(cmd.Flags().Args()) != 0 {
 		t.Errorf("ExecStart has stray arguments %q", cmd.Flags().Args())
 	}
-	if cmd.Flags().Changed("policy") {
-		t.Error("ExecStart passes the deprecated --policy")
-	}
 	if addr := cmd.Flags().Lookup("metrics-addr").Value.String(); addr != "" {
 		host, _, err := net.SplitHostPort(addr)
 		if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -37,9 +38,7 @@ func TestCacheRunTerminalTranscript(t *testing.T) {
 	}
 
 	ptmx, tty, err := pty.Open()
-	if err != nil {
-		t.Skipf("no pseudo-terminal: %v", err)
-	}
+	requireOrSkip(t, err == nil, fmt.Sprintf("no pseudo-terminal: %v", err))
 	defer ptmx.Close()
 	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 24, Cols: 100}); err != nil {
 		t.Fatal(err)

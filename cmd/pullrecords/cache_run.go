@@ -39,7 +39,6 @@ type cacheRunOptions struct {
 	once        bool
 	workers     int
 	timeout     time.Duration
-	policy      string
 	metricsAddr string
 }
 
@@ -85,11 +84,6 @@ or a node-internal address.`,
   pullrecords cache run --once                            # cron-style: one pass, exit 1 on failures`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if cmd.Flags().Changed("policy") {
-				// On stderr, never in the output (cobra's own deprecation
-				// notice goes to the command's output stream).
-				fmt.Fprintln(g.stderr, "pullrecords: warning: --policy is deprecated and has no effect: cache run pulls anonymously and records nothing, so no verification policy applies; remove the flag")
-			}
 			return runCache(cmd.Context(), g, o, r)
 		},
 	}
@@ -99,11 +93,6 @@ or a node-internal address.`,
 	f.IntVar(&r.workers, "workers", imagecache.DefaultWorkers, "parallel pulls")
 	f.DurationVar(&r.timeout, "timeout", 10*time.Second, "timeout of each CRI call other than pulls")
 	f.StringVar(&r.metricsAddr, "metrics-addr", "", "serve /metrics and /healthz on this host:port (for example 127.0.0.1:9846; off when empty)")
-	// The standalone cache asks no pull manager and records nothing, so no
-	// verification policy (nor an allowlist) applies to it. The flag is
-	// still accepted, with a warning, so existing unit files keep starting.
-	f.StringVar(&r.policy, "policy", "", "no effect: cache run records nothing and asks no pull manager")
-	_ = f.MarkHidden("policy")
 	return cmd
 }
 
@@ -135,8 +124,8 @@ func runCache(parent context.Context, g *globalOptions, o *cacheOptions, r *cach
 	endpoint := r.criEndpoint()
 
 	// Refuse before taking anything: a declared cache with a pull secret
-	// (hand-edited, or applied by an older version) must not be pulled
-	// from here.
+	// (cache apply refuses one, so it was written by hand) must not be
+	// pulled from here.
 	stamp := stampOf(paths.declared())
 	specs, _, err := paths.loadDeclared()
 	if err != nil {

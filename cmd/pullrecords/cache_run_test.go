@@ -76,9 +76,7 @@ func pullrecords(t *testing.T, stdin string, args ...string) (stdout, stderr str
 // restart; keeps a bad hand edit out; serves /metrics and /healthz; and lets
 // no second run work the same state directory.
 func TestCacheRunPicksUpChanges(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits for the one-second poll")
-	}
+	requireOrSkip(t, !testing.Short(), "-short: the test waits for the one-second poll")
 	dir := t.TempDir()
 	kubelet := filepath.Join(dir, "kubelet")
 	if err := os.Mkdir(kubelet, 0o700); err != nil {

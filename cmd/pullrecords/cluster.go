@@ -74,7 +74,7 @@ secrets, so the kubelet checks and records the credential (KEP-2535) and only po
 holding the secret may use the image. Results go to one NodeImages object per node
 and are aggregated into each ImageCache's status. It refuses to start while a
 kube-fledged controller runs. Replicas elect one leader through a Lease.
-Deploy it with deploy/cluster (see the README's "Cluster" section).`,
+Deploy it with deploy/cluster (see cluster/README.md in the repository).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			rc, err := client.config()

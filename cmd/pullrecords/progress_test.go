@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	testingclock "k8s.io/utils/clock/testing"
@@ -28,31 +29,34 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// eventually waits until cond holds.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
+func TestProgressWaitsForTheDelay(t *testing.T) {
+	// In a synctest bubble, synctest.Wait returns once the progress
+	// goroutine is blocked (on the delay timer or the ticker of the fake
+	// clock), so what it drew after a clock step is all it will draw.
+	synctest.Test(t, testProgressWaitsForTheDelay)
 }
 
-func TestProgressWaitsForTheDelay(t *testing.T) {
+func testProgressWaitsForTheDelay(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
 	var out syncBuffer
 	p := newProgress(&out, "fsck", 40, clk, progressDelay)
+	t.Cleanup(p.stop) // a failed check must not leave the goroutine in the bubble
 	p.phase("checking 100000 entries in image_manager/", 0)
+	synctest.Wait()
+	if !clk.HasWaiters() {
+		t.Fatal("no delay timer on the clock")
+	}
 	// Work shorter than the delay shows nothing.
-	eventually(t, "the delay timer", func() bool { return clk.HasWaiters() })
 	clk.Step(progressDelay - time.Millisecond)
-	time.Sleep(20 * time.Millisecond)
+	synctest.Wait()
 	if out.String() != "" {
 		t.Fatalf("before the delay: %q", out.String())
 	}
 	clk.Step(time.Millisecond)
-	eventually(t, "the first line", func() bool { return strings.Contains(out.String(), "fsck: checking") })
+	synctest.Wait()
+	if !strings.Contains(out.String(), "fsck: checking") {
+		t.Fatalf("at the delay: %q, want the first line", out.String())
+	}
 	// The line fits the terminal (40 columns) and counts the time.
 	line := out.String()[strings.LastIndex(out.String(), "\r\x1b[K")+len("\r\x1b[K"):]
 	if n := len([]rune(line)); n > 39 {
@@ -61,7 +65,10 @@ func TestProgressWaitsForTheDelay(t *testing.T) {
 	p.phase("pruning records", 3)
 	p.step()
 	clk.Step(progressInterval)
-	eventually(t, "the count", func() bool { return strings.Contains(out.String(), "fsck: pruning records 1/3 (1s)") })
+	synctest.Wait()
+	if !strings.Contains(out.String(), "fsck: pruning records 1/3 (1s)") {
+		t.Errorf("after a tick: %q, want the count", out.String())
+	}
 	var warn bytes.Buffer
 	p.println(&warn, "pullrecords: warning: something")
 	if warn.String() != "pullrecords: warning: something\n" {

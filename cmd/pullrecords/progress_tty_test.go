@@ -28,9 +28,7 @@ import (
 func openTerminal(t *testing.T) (ptmx, tty *os.File) {
 	t.Helper()
 	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pseudo-terminal: %v", err)
-	}
+	requireOrSkip(t, err == nil, fmt.Sprintf("no pseudo-terminal: %v", err))
 	ioctl := func(req uintptr, arg unsafe.Pointer) error {
 		if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, ptmx.Fd(), req, uintptr(arg)); errno != 0 {
 			return errno
@@ -41,11 +39,11 @@ func openTerminal(t *testing.T) (ptmx, tty *os.File) {
 	var n uint32
 	if err := ioctl(syscall.TIOCSPTLCK, unsafe.Pointer(&unlock)); err != nil {
 		ptmx.Close()
-		t.Skipf("unlocking the pseudo-terminal: %v", err)
+		requireOrSkip(t, false, fmt.Sprintf("unlocking the pseudo-terminal: %v", err))
 	}
 	if err := ioctl(syscall.TIOCGPTN, unsafe.Pointer(&n)); err != nil {
 		ptmx.Close()
-		t.Skipf("naming the pseudo-terminal: %v", err)
+		requireOrSkip(t, false, fmt.Sprintf("naming the pseudo-terminal: %v", err))
 	}
 	ws := struct{ Row, Col, X, Y uint16 }{Row: 24, Col: 100}
 	if err := ioctl(syscall.TIOCSWINSZ, unsafe.Pointer(&ws)); err != nil {
@@ -55,7 +53,7 @@ func openTerminal(t *testing.T) (ptmx, tty *os.File) {
 	tty, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
 	if err != nil {
 		ptmx.Close()
-		t.Skipf("opening the pseudo-terminal: %v", err)
+		requireOrSkip(t, false, fmt.Sprintf("opening the pseudo-terminal: %v", err))
 	}
 	t.Cleanup(func() { ptmx.Close() })
 	return ptmx, tty

@@ -139,8 +139,7 @@ func TestRunIsDeterministic(t *testing.T) {
 	}
 }
 
-// BenchmarkRun measures the demo as the command runs it (fsync on); the
-// README's "under 2 seconds once built" is this number, in BENCHMARKS.md.
+// BenchmarkRun measures the demo as the command runs it (fsync on).
 func BenchmarkRun(b *testing.B) {
 	for b.Loop() {
 		runDemo(b, false)
