@@ -22,7 +22,7 @@ import (
 
 	"github.com/pullrecords/pullrecords/accessor"
 	"github.com/pullrecords/pullrecords/accessor/accessortest"
-	"github.com/pullrecords/pullrecords/internal/atomicfile"
+	"github.com/pullrecords/pullrecords/atomicfile"
 	"github.com/pullrecords/pullrecords/memstore"
 	"github.com/pullrecords/pullrecords/pullmanager"
 )
