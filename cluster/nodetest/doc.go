@@ -62,6 +62,10 @@
 //     /var/lib/kubelet/device-plugins socket, the kubelets' iptables chains,
 //     the k8s.io parent cgroups, containerd's shim socket directory.
 //   - Registries serve plain HTTP on 127.0.0.1 (containerd reaches them
-//     through the mirrors of NodeOptions.InsecureRegistries); htpasswd
-//     registries use basic auth without a token server.
+//     through the mirrors of NodeOptions or ContainerdOptions
+//     InsecureRegistries); htpasswd registries use basic auth without a
+//     token server, with the password hashed at bcrypt's minimum cost.
+//   - A Containerd started alone has no sandbox image unless
+//     ContainerdOptions.SandboxImage names one, so it can pull images but
+//     not run pods.
 package nodetest
