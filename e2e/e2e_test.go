@@ -5,9 +5,6 @@ package e2e
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -23,63 +20,52 @@ import (
 	"github.com/pullrecords/pullrecords/pullmanager"
 )
 
-// env is what run.sh exports.
-var env struct {
-	endpoint      string
-	user, pass    string
-	privateImages []string
-	publicImages  []string
-	containerdCtl string
+// testTimeout bounds each test's calls and waits after its set-up.
+const testTimeout = 3 * time.Minute
+
+// testContext returns a context with the test's logger and a deadline.
+func testContext(t *testing.T) context.Context {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithTimeout(ctx, testTimeout)
+	t.Cleanup(cancel)
+	return ctx
 }
 
-func TestMain(m *testing.M) {
-	get := func(name string, missing *[]string) string {
-		v := os.Getenv(name)
-		if v == "" {
-			*missing = append(*missing, name)
-		}
+// await waits for ch to be closed or to deliver, failing the test when ctx
+// ends first.
+func await[T any](t *testing.T, ctx context.Context, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
 		return v
+	case <-ctx.Done():
+		t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		var zero T
+		return zero
 	}
-	var missing []string
-	env.endpoint = get("PULLRECORDS_E2E_CRI_ENDPOINT", &missing)
-	get("PULLRECORDS_E2E_AUTH_REGISTRY", &missing)
-	get("PULLRECORDS_E2E_OPEN_REGISTRY", &missing)
-	env.user = get("PULLRECORDS_E2E_REGISTRY_USER", &missing)
-	env.pass = get("PULLRECORDS_E2E_REGISTRY_PASSWORD", &missing)
-	env.privateImages = strings.Fields(get("PULLRECORDS_E2E_PRIVATE_IMAGES", &missing))
-	env.publicImages = strings.Fields(get("PULLRECORDS_E2E_PUBLIC_IMAGES", &missing))
-	env.containerdCtl = get("PULLRECORDS_E2E_CONTAINERD_CTL", &missing)
-	if len(missing) > 0 {
-		fmt.Fprintf(os.Stderr, "FAIL: the e2e tests need the environment e2e/run.sh sets up; missing %s\n", strings.Join(missing, ", "))
-		os.Exit(1)
-	}
-	if len(env.privateImages) < 3 || len(env.publicImages) < 6 {
-		fmt.Fprintln(os.Stderr, "FAIL: run.sh must push at least 3 private and 6 public images")
-		os.Exit(1)
-	}
-	os.Exit(m.Run())
 }
 
 // node is one "kubelet": a CRI connection, a kubelet-format record store and
 // a pull manager over them.
 type node struct {
+	env        *env
 	cri        *cri.ImageService
 	kubeletDir string
 	store      *fsstore.Store
 	pulls      *pullmanager.PullManager
 }
 
-func newNode(t *testing.T, ctx context.Context, kubeletDir string) *node {
+func newNode(t *testing.T, ctx context.Context, e *env, kubeletDir string) *node {
 	t.Helper()
-	svc, err := cri.Dial(ctx, env.endpoint)
+	svc, err := cri.Dial(ctx, e.containerd.CRIEndpoint)
 	if err != nil {
 		t.Fatalf("Dial: %v", err)
 	}
 	t.Cleanup(func() { _ = svc.Close() })
-	return newNodeOn(t, ctx, svc, kubeletDir)
+	return newNodeOn(t, ctx, e, svc, kubeletDir)
 }
 
-func newNodeOn(t *testing.T, ctx context.Context, svc *cri.ImageService, kubeletDir string) *node {
+func newNodeOn(t *testing.T, ctx context.Context, e *env, svc *cri.ImageService, kubeletDir string) *node {
 	t.Helper()
 	store, err := fsstore.New(klog.FromContext(ctx), kubeletDir, fsstore.WithoutSync())
 	if err != nil {
@@ -94,22 +80,22 @@ func newNodeOn(t *testing.T, ctx context.Context, svc *cri.ImageService, kubelet
 		t.Fatalf("NewImagePullManager: %v", err)
 	}
 	t.Cleanup(func() { store.Close() })
-	return &node{cri: svc, kubeletDir: kubeletDir, store: store, pulls: pm}
+	return &node{env: e, cri: svc, kubeletDir: kubeletDir, store: store, pulls: pm}
 }
 
-// removeImages makes sure the runtime does not have the images (tests share
-// one containerd).
-func (n *node) removeImages(t *testing.T, ctx context.Context, images ...string) {
+// requireAbsent fails the test if the runtime has one of the images: every
+// test starts on a containerd of its own, with nothing pulled.
+func (n *node) requireAbsent(t *testing.T, ctx context.Context, images ...string) {
 	t.Helper()
 	for _, img := range images {
-		if err := n.cri.RemoveImage(ctx, img); err != nil {
-			t.Fatalf("RemoveImage(%s): %v", img, err)
+		if st, err := n.cri.ImageStatus(ctx, img); err != nil || st != nil {
+			t.Fatalf("ImageStatus(%s) on a new containerd = %+v, %v; want absent", img, st, err)
 		}
 	}
 }
 
 func (n *node) auth() *pullmanager.AuthConfig {
-	return &pullmanager.AuthConfig{Username: env.user, Password: env.pass}
+	return &pullmanager.AuthConfig{Username: n.env.user, Password: n.env.pass}
 }
 
 func podCreds(secrets ...accessor.ImagePullSecret) pullmanager.GetPodCredentials {
@@ -118,16 +104,17 @@ func podCreds(secrets ...accessor.ImagePullSecret) pullmanager.GetPodCredentials
 	}
 }
 
-func secretHash() string {
-	return pullmanager.CredentialHash(pullmanager.AuthConfig{Username: env.user, Password: env.pass})
+func (e *env) secretHash() string {
+	return pullmanager.CredentialHash(pullmanager.AuthConfig{Username: e.user, Password: e.pass})
 }
 
 func TestTenantIsolationOnAPrivateImage(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	n := newNode(t, ctx, t.TempDir())
-	image := env.privateImages[0]
-	n.removeImages(t, ctx, image)
-	secretA := accessor.ImagePullSecret{UID: "uid-a", Namespace: "tenant-a", Name: "regcred", CredentialHash: secretHash()}
+	e := startEnv(t)
+	ctx := testContext(t)
+	n := newNode(t, ctx, e, t.TempDir())
+	image := e.privateImages[0]
+	n.requireAbsent(t, ctx, image)
+	secretA := accessor.ImagePullSecret{UID: "uid-a", Namespace: "tenant-a", Name: "regcred", CredentialHash: e.secretHash()}
 
 	// Tenant A: the kubelet's flow (intent, pull with the secret, record).
 	start := time.Now()
@@ -177,19 +164,19 @@ func TestTenantIsolationOnAPrivateImage(t *testing.T) {
 		t.Errorf("imagecache classifies %v as unauthorized=%t transient=%t; want unauthorized, permanent",
 			err, imagecache.IsUnauthorized(err), imagecache.IsTransient(err))
 	}
-	if err != nil && strings.Contains(err.Error(), env.pass) {
+	if err != nil && strings.Contains(err.Error(), e.pass) {
 		t.Errorf("error contains the registry password")
 	}
 	t.Logf("anonymous pull refused: %v", err)
 
 	// Tenant B with another secret of the same content: no pull.
-	secretB := accessor.ImagePullSecret{UID: "uid-b", Namespace: "tenant-b", Name: "copy", CredentialHash: secretHash()}
+	secretB := accessor.ImagePullSecret{UID: "uid-b", Namespace: "tenant-b", Name: "copy", CredentialHash: e.secretHash()}
 	if must, err := n.pulls.MustAttemptImagePull(ctx, image, ref, podCreds(secretB)); err != nil || must {
 		t.Errorf("tenant B with the same secret content: MustAttemptImagePull = %t, %v; want false", must, err)
 	}
 	// A secret with other content must pull.
 	secretC := accessor.ImagePullSecret{UID: "uid-c", Namespace: "tenant-b", Name: "other",
-		CredentialHash: pullmanager.CredentialHash(pullmanager.AuthConfig{Username: env.user, Password: "wrong"})}
+		CredentialHash: pullmanager.CredentialHash(pullmanager.AuthConfig{Username: e.user, Password: "wrong"})}
 	if must, err := n.pulls.MustAttemptImagePull(ctx, image, ref, podCreds(secretC)); err != nil || !must {
 		t.Errorf("tenant B with another credential: MustAttemptImagePull = %t, %v; want true", must, err)
 	}
@@ -222,15 +209,13 @@ func (c *collector) options() []imagecache.Option {
 	}
 }
 
-func (c *collector) wait(t *testing.T) imagecache.CacheStatus {
+// wait returns the next batch's status; it fails the test if none comes
+// within 2 minutes or before ctx ends.
+func (c *collector) wait(t *testing.T, ctx context.Context) imagecache.CacheStatus {
 	t.Helper()
-	select {
-	case s := <-c.statuses:
-		return s
-	case <-time.After(2 * time.Minute):
-		t.Fatal("no image cache batch completed within 2 minutes")
-		return imagecache.CacheStatus{}
-	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	return await(t, ctx, c.statuses, "an image cache batch to complete")
 }
 
 func startManager(t *testing.T, ctx context.Context, n *node, images imagecache.ImageService, stateDir string, c *collector, opts ...imagecache.Option) (stop func()) {
@@ -270,10 +255,11 @@ func manager(t *testing.T) *imagecache.Manager {
 }
 
 func TestAnonymousCachedImageIsUsableByEveryPodAndPurge(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	n := newNode(t, ctx, t.TempDir())
-	image := env.publicImages[0]
-	n.removeImages(t, ctx, image)
+	e := startEnv(t)
+	ctx := testContext(t)
+	n := newNode(t, ctx, e, t.TempDir())
+	image := e.publicImages[0]
+	n.requireAbsent(t, ctx, image)
 	c := newCollector()
 	startManager(t, ctx, n, n.cri, t.TempDir(), c)
 	m := manager(t)
@@ -281,7 +267,7 @@ func TestAnonymousCachedImageIsUsableByEveryPodAndPurge(t *testing.T) {
 	if err := m.Apply(ctx, imagecache.ImageCache{Namespace: "ops", Name: "warm", Images: []string{image}}); err != nil {
 		t.Fatal(err)
 	}
-	st := c.wait(t)
+	st := c.wait(t, ctx)
 	if st.Counts[imagecache.StatusSucceeded] != 1 {
 		t.Fatalf("create = %+v", st)
 	}
@@ -304,7 +290,7 @@ func TestAnonymousCachedImageIsUsableByEveryPodAndPurge(t *testing.T) {
 	if err := m.Refresh(ctx, "ops", "warm"); err != nil {
 		t.Fatal(err)
 	}
-	if st := c.wait(t); st.Counts[imagecache.StatusAlreadyPulled] != 1 {
+	if st := c.wait(t, ctx); st.Counts[imagecache.StatusAlreadyPulled] != 1 {
 		t.Errorf("refresh = %+v", st)
 	}
 
@@ -312,7 +298,7 @@ func TestAnonymousCachedImageIsUsableByEveryPodAndPurge(t *testing.T) {
 	if err := m.Delete(ctx, "ops", "warm"); err != nil {
 		t.Fatal(err)
 	}
-	st = c.wait(t)
+	st = c.wait(t, ctx)
 	if st.WorkType != imagecache.WorkTypeDelete || st.Counts[imagecache.StatusSucceeded] != 1 || st.Results[0].Reason != imagecache.ReasonRemoved {
 		t.Fatalf("delete = %+v", st)
 	}
@@ -325,20 +311,21 @@ func TestAnonymousCachedImageIsUsableByEveryPodAndPurge(t *testing.T) {
 }
 
 func TestPrivateCacheRecordsTheSecret(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	n := newNode(t, ctx, t.TempDir())
-	image := env.privateImages[1]
-	n.removeImages(t, ctx, image)
+	e := startEnv(t)
+	ctx := testContext(t)
+	n := newNode(t, ctx, e, t.TempDir())
+	image := e.privateImages[1]
+	n.requireAbsent(t, ctx, image)
 	c := newCollector()
 	startManager(t, ctx, n, n.cri, t.TempDir(), c)
 	m := manager(t)
-	secret := &imagecache.PullSecret{Namespace: "tenant-a", Name: "regcred", UID: "uid-a", Username: env.user, Password: env.pass}
+	secret := &imagecache.PullSecret{Namespace: "tenant-a", Name: "regcred", UID: "uid-a", Username: e.user, Password: e.pass}
 
 	// Without credentials the cache fails, permanently and at once.
 	if err := m.Apply(ctx, imagecache.ImageCache{Namespace: "tenant-a", Name: "warm", Images: []string{image}}); err != nil {
 		t.Fatal(err)
 	}
-	st := c.wait(t)
+	st := c.wait(t, ctx)
 	if r := st.Results[0]; r.Status != imagecache.StatusFailed || r.Reason != imagecache.ReasonUnauthorized || r.Attempts != 1 {
 		t.Errorf("anonymous private cache = %+v", r)
 	}
@@ -346,13 +333,13 @@ func TestPrivateCacheRecordsTheSecret(t *testing.T) {
 	if err := m.Apply(ctx, imagecache.ImageCache{Namespace: "tenant-a", Name: "warm", Images: []string{image}, PullSecret: secret}); err != nil {
 		t.Fatal(err)
 	}
-	st = c.wait(t)
+	st = c.wait(t, ctx)
 	r := st.Results[0]
 	if r.Status != imagecache.StatusSucceeded {
 		t.Fatalf("private cache = %+v", r)
 	}
 	t.Logf("imagecache pulled private %s in %v", image, r.Duration)
-	a := accessor.ImagePullSecret{UID: "uid-a", Namespace: "tenant-a", Name: "regcred", CredentialHash: secretHash()}
+	a := accessor.ImagePullSecret{UID: "uid-a", Namespace: "tenant-a", Name: "regcred", CredentialHash: e.secretHash()}
 	if must, err := n.pulls.MustAttemptImagePull(ctx, image, r.ImageRef, podCreds(a)); err != nil || must {
 		t.Errorf("tenant A pod: must=%t err=%v, want false", must, err)
 	}
@@ -403,21 +390,14 @@ func (g *gatedImages) PullImage(ctx context.Context, image string, auth *pullman
 	return ref, err
 }
 
-func containerd(t *testing.T, action string) {
-	t.Helper()
-	out, err := exec.Command(env.containerdCtl, action).CombinedOutput()
-	if err != nil {
-		t.Fatalf("containerd %s: %v: %s", action, err, out)
-	}
-}
-
 func TestRestartsInTheMiddleOfAnApply(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
+	e := startEnv(t)
+	ctx := testContext(t)
 	kubeletDir, stateDir := t.TempDir(), t.TempDir()
-	n := newNode(t, ctx, kubeletDir)
-	images := append([]string{env.privateImages[2]}, env.publicImages[1:6]...)
-	n.removeImages(t, ctx, images...)
-	secret := &imagecache.PullSecret{Namespace: "tenant-a", Name: "regcred", UID: "uid-a", Username: env.user, Password: env.pass}
+	n := newNode(t, ctx, e, kubeletDir)
+	images := append([]string{e.privateImages[2]}, e.publicImages[1:6]...)
+	n.requireAbsent(t, ctx, images...)
+	secret := &imagecache.PullSecret{Namespace: "tenant-a", Name: "regcred", UID: "uid-a", Username: e.user, Password: e.pass}
 	cache := imagecache.ImageCache{Namespace: "tenant-a", Name: "big", Images: images, PullSecret: secret}
 
 	g := &gatedImages{ImageService: n.cri, gates: map[string]*gate{}}
@@ -432,23 +412,27 @@ func TestRestartsInTheMiddleOfAnApply(t *testing.T) {
 	}
 
 	// containerd goes away just as the second pull starts, and comes back.
-	<-containerdGate.reached
-	containerd(t, "stop")
+	await(t, ctx, containerdGate.reached, "the second pull to start")
+	if err := e.containerd.StopDaemon(); err != nil {
+		t.Fatalf("stopping containerd: %v", err)
+	}
 	close(containerdGate.proceed)
-	err := <-containerdGate.result
+	err := await(t, ctx, containerdGate.result, "the pull against the stopped containerd")
 	if err == nil || !cri.IsTransient(err) || !imagecache.IsTransient(err) {
 		t.Errorf("pull against the stopped containerd = %v, want a transient error (cri and imagecache)", err)
 	}
 	t.Logf("pull while containerd was down: %v", err)
 	restart := time.Now()
-	containerd(t, "start")
+	if err := e.containerd.StartDaemon(ctx); err != nil {
+		t.Fatalf("starting containerd again: %v", err)
+	}
 	t.Logf("containerd started again in %v", time.Since(restart))
 
 	// The manager goes away while the fourth pull is about to start.
-	<-managerGate.reached
+	await(t, ctx, managerGate.reached, "the fourth pull to start")
 	stop1()
 	close(managerGate.proceed)
-	first := c1.wait(t)
+	first := c1.wait(t, ctx)
 	t.Logf("first manager: %d requests, counts %v, %v", first.Requests, first.Counts, first.Duration)
 	if first.Requests != len(images) || len(first.Results) != len(images) {
 		t.Fatalf("first manager lost results: %+v", first)
@@ -479,11 +463,11 @@ func TestRestartsInTheMiddleOfAnApply(t *testing.T) {
 	if err := n.store.Close(); err != nil {
 		t.Fatal(err)
 	}
-	_, ctx2 := ktesting.NewTestContext(t)
-	n2 := newNodeOn(t, ctx2, n.cri, kubeletDir)
+	ctx2 := testContext(t)
+	n2 := newNodeOn(t, ctx2, e, n.cri, kubeletDir)
 	c2 := newCollector()
 	startManager(t, ctx2, n2, n2.cri, stateDir, c2, imagecache.WithWorkers(2))
-	second := c2.wait(t)
+	second := c2.wait(t, ctx2)
 	t.Logf("resumed: %d requests, counts %v, %v; whole apply across both restarts %v", second.Requests, second.Counts, second.Duration, time.Since(began))
 	if second.WorkType != imagecache.WorkTypeCreate || second.Requests != len(images) {
 		t.Errorf("resumed batch = %+v", second)
@@ -500,7 +484,7 @@ func TestRestartsInTheMiddleOfAnApply(t *testing.T) {
 	if intents, err := n2.store.ListImagePullIntents(); err != nil || len(intents) != 0 {
 		t.Errorf("intents left behind: %v, %v", intents, err)
 	}
-	a := accessor.ImagePullSecret{UID: "uid-a", Namespace: "tenant-a", Name: "regcred", CredentialHash: secretHash()}
+	a := accessor.ImagePullSecret{UID: "uid-a", Namespace: "tenant-a", Name: "regcred", CredentialHash: e.secretHash()}
 	for _, img := range images {
 		st, err := n2.cri.ImageStatus(ctx2, img)
 		if err != nil || st == nil {

@@ -3,7 +3,9 @@
 // apiservertest.BinDir) per node, registering to a real kube-apiserver
 // (package apiservertest), plus local Distribution registries
 // (docker-registry) and the image building and pushing that test images
-// need, since nothing can be pulled from the internet here.
+// need, since nothing can be pulled from the internet here. StartContainerd
+// runs the containerd part of a node alone, for tests that talk CRI to a
+// runtime without a kubelet or an API server (the e2e module's).
 //
 // What it guarantees:
 //   - StartNode returns only once the Node object is Ready, read with the
@@ -22,10 +24,17 @@
 //     cgroups, no eviction, no image GC, swap allowed, anonymous
 //     authentication with AlwaysAllow on the kubelet API), KubeletEnsure-
 //     SecretPulledImages is on by default (beta since v1.35).
-//   - Errors from StartNode, StartKubelet and StartRegistry carry the tail
-//     of the failing program's log; a failed StartNode leaves nothing behind
-//     (except the logs, when NodeOptions.LogDir asks to keep them).
-//   - Node.Stop (idempotent) stops the kubelet, then containerd, then kills
+//   - Errors from StartNode, StartKubelet, StartContainerd,
+//     Containerd.StartDaemon and StartRegistry carry the tail of the failing
+//     program's log; a failed StartNode or StartContainerd leaves nothing
+//     behind (except the logs, when LogDir asks to keep them). Every wait
+//     for a program to come up is bounded by the caller's context and a
+//     timeout of its own.
+//   - Containerd.StopDaemon and StartDaemon stop and restart the containerd
+//     process on the same root and state (images pulled before are still
+//     there); Node and Containerd share this one containerd implementation.
+//   - Node.Stop (idempotent) stops the kubelet, then containerd
+//     (Containerd.Stop, also idempotent, does the rest), then kills
 //     the shims and pod processes of that containerd, removes their network
 //     namespaces, the node's bridge and runc cgroups, unmounts (lazily)
 //     everything under the node's directory and removes it.
@@ -53,6 +62,10 @@
 //     /var/lib/kubelet/device-plugins socket, the kubelets' iptables chains,
 //     the k8s.io parent cgroups, containerd's shim socket directory.
 //   - Registries serve plain HTTP on 127.0.0.1 (containerd reaches them
-//     through the mirrors of NodeOptions.InsecureRegistries); htpasswd
-//     registries use basic auth without a token server.
+//     through the mirrors of NodeOptions or ContainerdOptions
+//     InsecureRegistries); htpasswd registries use basic auth without a
+//     token server, with the password hashed at bcrypt's minimum cost.
+//   - A Containerd started alone has no sandbox image unless
+//     ContainerdOptions.SandboxImage names one, so it can pull images but
+//     not run pods.
 package nodetest

@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -17,7 +16,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -70,7 +68,8 @@ type NodeOptions struct {
 	LogDir string
 }
 
-// Node is one running test node: a containerd of its own and a kubelet.
+// Node is one running test node: a containerd of its own (see Containerd)
+// and a kubelet.
 type Node struct {
 	Name string
 	// Dir holds everything of the node and is removed by Stop.
@@ -90,27 +89,23 @@ type Node struct {
 	Bridge string
 
 	opts        NodeOptions
-	socket      string
-	runcRoot    string
-	bridge      string
+	containerd  *Containerd
 	kubeletArgs []string
 
-	mu         sync.Mutex
-	containerd *childproc.Process
-	kubelet    *childproc.Process
-	stopped    bool
+	mu      sync.Mutex
+	kubelet *childproc.Process
+	stopped bool
 }
 
 // Log paths of the node's programs.
-func (n *Node) KubeletLog() string    { return n.logPath("kubelet.log") }
-func (n *Node) ContainerdLog() string { return n.logPath("containerd.log") }
-
-func (n *Node) logPath(name string) string {
+func (n *Node) KubeletLog() string {
 	if n.opts.LogDir != "" {
-		return filepath.Join(n.opts.LogDir, n.Name+"-"+name)
+		return filepath.Join(n.opts.LogDir, n.Name+"-kubelet.log")
 	}
-	return filepath.Join(n.Dir, name)
+	return filepath.Join(n.Dir, "kubelet.log")
 }
+
+func (n *Node) ContainerdLog() string { return n.containerd.Log() }
 
 func (n *Node) logs() string {
 	return childproc.LogTail(n.KubeletLog(), 40) + "\n" + childproc.LogTail(n.ContainerdLog(), 25)
@@ -171,10 +166,9 @@ func pickSubnet() string {
 	}
 }
 
-// StartNode starts a node: its own containerd (root, state, sockets, opt
-// path, runc root, CNI bin and conf dirs with a bridge network of its own)
-// and a kubelet registering as opts.Name with the node's credentials, and
-// waits until the Node is Ready. On error everything started is stopped.
+// StartNode starts a node: its own containerd (StartContainerd) and a
+// kubelet registering as opts.Name with the node's credentials, and waits
+// until the Node is Ready. On error everything started is stopped.
 func StartNode(ctx context.Context, opts NodeOptions) (_ *Node, err error) {
 	if opts.Name == "" || opts.Server == nil || opts.Kubelet == "" {
 		return nil, errors.New("nodetest: NodeOptions needs Name, Server and Kubelet")
@@ -196,43 +190,31 @@ func StartNode(ctx context.Context, opts NodeOptions) (_ *Node, err error) {
 			return nil, err
 		}
 	}
-	dir, err := os.MkdirTemp(opts.ParentDir, "nt-"+opts.Name+"-")
+	cd, err := StartContainerd(ctx, ContainerdOptions{
+		Name:               opts.Name,
+		SandboxImage:       opts.SandboxImage,
+		InsecureRegistries: opts.InsecureRegistries,
+		ParentDir:          opts.ParentDir,
+		LogDir:             opts.LogDir,
+	})
 	if err != nil {
-		return nil, err
-	}
-	if dir, err = filepath.Abs(dir); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("node %s: %w", opts.Name, err)
 	}
 	n := &Node{
-		Name:     opts.Name,
-		Dir:      dir,
-		RootDir:  filepath.Join(dir, "kubelet"),
-		NodeIP:   opts.NodeIP,
-		opts:     opts,
-		socket:   filepath.Join(dir, "containerd", "containerd.sock"),
-		runcRoot: filepath.Join(dir, "runc"),
-		Bridge:   "nt" + randHex(5),
+		Name:        opts.Name,
+		Dir:         cd.Dir,
+		RootDir:     filepath.Join(cd.Dir, "kubelet"),
+		CRIEndpoint: cd.CRIEndpoint,
+		NodeIP:      opts.NodeIP,
+		Bridge:      cd.Bridge,
+		opts:        opts,
+		containerd:  cd,
 	}
-	n.CRIEndpoint = "unix://" + n.socket
 	defer func() {
 		if err != nil {
 			n.Stop()
 		}
 	}()
-	if opts.LogDir != "" {
-		if err := os.MkdirAll(opts.LogDir, 0o755); err != nil {
-			return nil, err
-		}
-	}
-	if len(n.socket)+len(".ttrpc") >= 108 {
-		return nil, fmt.Errorf("nodetest: socket path %s too long; use a shorter ParentDir", n.socket)
-	}
-	if err := n.writeContainerdConfig(); err != nil {
-		return nil, err
-	}
-	if err := n.startContainerd(ctx); err != nil {
-		return nil, err
-	}
 	if err := n.writeKubeletConfig(); err != nil {
 		return nil, err
 	}
@@ -243,113 +225,6 @@ func StartNode(ctx context.Context, opts NodeOptions) (_ *Node, err error) {
 		return nil, err
 	}
 	return n, nil
-}
-
-func (n *Node) writeContainerdConfig() error {
-	cd := filepath.Join(n.Dir, "containerd")
-	cniBin := filepath.Join(n.Dir, "cni", "bin")
-	cniConf := filepath.Join(n.Dir, "cni", "conf")
-	for _, d := range []string{cd, cniBin, cniConf, n.runcRoot} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
-	}
-	for _, p := range []string{"bridge", "host-local", "loopback"} {
-		if err := os.Symlink(filepath.Join("/usr/lib/cni", p), filepath.Join(cniBin, p)); err != nil {
-			return err
-		}
-	}
-	conflist := map[string]any{
-		"cniVersion": "1.0.0",
-		"name":       "nodetest-" + n.Name + "-" + n.Bridge,
-		"plugins": []any{map[string]any{
-			"type":        "bridge",
-			"bridge":      n.Bridge,
-			"isGateway":   true,
-			"ipMasq":      false,
-			"hairpinMode": true,
-			"ipam": map[string]any{
-				"type":    "host-local",
-				"ranges":  [][]map[string]string{{{"subnet": pickSubnet()}}},
-				"routes":  []map[string]string{{"dst": "0.0.0.0/0"}},
-				"dataDir": filepath.Join(n.Dir, "cni", "ipam"),
-			},
-		}},
-	}
-	data, err := json.MarshalIndent(conflist, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(cniConf, "10-nodetest.conflist"), data, 0o644); err != nil {
-		return err
-	}
-	var b strings.Builder
-	q := func(s string) string { return fmt.Sprintf("%q", s) }
-	fmt.Fprintf(&b, `version = 2
-root = %s
-state = %s
-disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
-
-[grpc]
-  address = %s
-
-[ttrpc]
-  address = %s
-
-[plugins."io.containerd.internal.v1.opt"]
-  path = %s
-
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = %s
-  disable_cgroup = false
-  disable_apparmor = true
-  restrict_oom_score_adj = true
-  enable_selinux = false
-  netns_mounts_under_state_dir = true
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "native"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        Root = %s
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = %s
-    conf_dir = %s
-`, q(filepath.Join(cd, "root")), q(filepath.Join(cd, "state")), q(n.socket), q(n.socket+".ttrpc"),
-		q(filepath.Join(cd, "opt")), q(n.opts.SandboxImage), q(n.runcRoot), q(cniBin), q(cniConf))
-	for _, h := range n.opts.InsecureRegistries {
-		fmt.Fprintf(&b, "  [plugins.\"io.containerd.grpc.v1.cri\".registry.mirrors.%s]\n    endpoint = [%s]\n", q(h), q("http://"+h))
-	}
-	return os.WriteFile(filepath.Join(cd, "config.toml"), []byte(b.String()), 0o644)
-}
-
-func (n *Node) startContainerd(ctx context.Context) error {
-	p, err := childproc.Start("containerd", "containerd", []string{"--config", filepath.Join(n.Dir, "containerd", "config.toml")}, nil, n.ContainerdLog(), nil)
-	if err != nil {
-		return err
-	}
-	n.mu.Lock()
-	n.containerd = p
-	n.mu.Unlock()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if c, err := net.DialTimeout("unix", n.socket, time.Second); err == nil {
-			c.Close()
-			return nil
-		}
-		switch {
-		case p.Exited():
-			return fmt.Errorf("node %s: containerd exited: %v\n%s", n.Name, p.Err(), childproc.LogTail(n.ContainerdLog(), 40))
-		case ctx.Err() != nil:
-			return fmt.Errorf("node %s: waiting for containerd: %w\n%s", n.Name, ctx.Err(), childproc.LogTail(n.ContainerdLog(), 40))
-		case time.Now().After(deadline):
-			return fmt.Errorf("node %s: containerd did not open %s in 30s\n%s", n.Name, n.socket, childproc.LogTail(n.ContainerdLog(), 40))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func (n *Node) writeKubeletConfig() error {
@@ -504,13 +379,13 @@ func (n *Node) waitReady(ctx context.Context, timeout time.Duration) error {
 			last = err.Error()
 		}
 		n.mu.Lock()
-		k, c := n.kubelet, n.containerd
+		k := n.kubelet
 		n.mu.Unlock()
-		switch {
-		case k.Exited():
+		if k.Exited() {
 			return fmt.Errorf("node %s: kubelet exited before Ready: %v\n%s", n.Name, k.Err(), n.logs())
-		case c.Exited():
-			return fmt.Errorf("node %s: containerd exited before Ready: %v\n%s", n.Name, c.Err(), n.logs())
+		}
+		if exited, cerr := n.containerd.exited(); exited {
+			return fmt.Errorf("node %s: containerd exited before Ready: %v\n%s", n.Name, cerr, n.logs())
 		}
 		select {
 		case <-ctx.Done():
@@ -520,10 +395,10 @@ func (n *Node) waitReady(ctx context.Context, timeout time.Duration) error {
 	}
 }
 
-// Stop stops the node and removes its directory: the kubelet, then
-// containerd, then whatever pod containers and shims of this containerd are
-// left (SIGKILL), their network namespaces, bridge and cgroups, every mount
-// under the node's directory (lazily) and the /var/log/containers links
+// Stop stops the node and removes its directory: the kubelet, then its
+// containerd (Containerd.Stop: containerd, the pod containers and shims
+// left, their network namespaces, bridge and cgroups, the mounts under the
+// node's directory, the directory), then the /var/log/containers links
 // into it. It is idempotent and safe on a partly started node.
 func (n *Node) Stop() {
 	n.mu.Lock()
@@ -532,55 +407,11 @@ func (n *Node) Stop() {
 		return
 	}
 	n.stopped = true
-	k, c := n.kubelet, n.containerd
+	k := n.kubelet
 	n.mu.Unlock()
 
 	_ = k.Stop(10 * time.Second)
-	cgroups := n.runcCgroups()
-	shims := procsWithArg(n.socket)
-	podProcs := descendants(shims)
-	netns := map[uint64]bool{}
-	for _, pid := range podProcs {
-		var st syscall.Stat_t
-		if syscall.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st) == nil {
-			netns[st.Ino] = true
-		}
-	}
-	var hostNS syscall.Stat_t
-	if syscall.Stat("/proc/self/ns/net", &hostNS) == nil {
-		delete(netns, hostNS.Ino)
-	}
-	_ = c.Stop(10 * time.Second)
-	// Shims started after the scan above (containerd was still running).
-	shims = append(shims, procsWithArg(n.socket)...)
-	killAndWait(append(descendants(shims), podProcs...), 10*time.Second)
-	killAndWait(shims, 10*time.Second)
-
-	for _, d := range []string{"/run/netns", "/var/run/netns"} {
-		ents, _ := os.ReadDir(d)
-		for _, e := range ents {
-			p := filepath.Join(d, e.Name())
-			var st syscall.Stat_t
-			if syscall.Stat(p, &st) == nil && netns[st.Ino] {
-				_ = syscall.Unmount(p, syscall.MNT_DETACH)
-				_ = os.Remove(p)
-			}
-		}
-	}
-	_ = deleteLink(n.Bridge)
-	// A cgroup whose last process was just killed can stay busy briefly.
-	for i := 0; i < 50 && len(cgroups) > 0; i++ {
-		var busy []string
-		for _, cg := range cgroups {
-			if err := syscall.Rmdir(cg); err != nil && !errors.Is(err, syscall.ENOENT) {
-				busy = append(busy, cg)
-			}
-		}
-		cgroups = busy
-		if len(busy) > 0 {
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	n.containerd.Stop()
 	if ents, err := os.ReadDir("/var/log/containers"); err == nil {
 		for _, e := range ents {
 			p := filepath.Join("/var/log/containers", e.Name())
@@ -589,34 +420,4 @@ func (n *Node) Stop() {
 			}
 		}
 	}
-	_ = unmountAll(n.Dir)
-	_ = os.RemoveAll(n.Dir)
-}
-
-// runcCgroups returns the cgroup directories runc recorded for the node's
-// containers (state.json under the node's runc root), deepest first.
-func (n *Node) runcCgroups() []string {
-	var out []string
-	_ = filepath.WalkDir(n.runcRoot, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || d.Name() != "state.json" {
-			return nil
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return nil
-		}
-		var st struct {
-			CgroupPaths map[string]string `json:"cgroup_paths"`
-		}
-		if json.Unmarshal(data, &st) == nil {
-			for _, cg := range st.CgroupPaths {
-				if strings.HasPrefix(cg, "/sys/fs/cgroup/") {
-					out = append(out, cg)
-				}
-			}
-		}
-		return nil
-	})
-	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
-	return out
 }

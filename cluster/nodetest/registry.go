@@ -68,7 +68,10 @@ http:
   secret: %s
 `, filepath.Join(dir, "data"), host, hex.EncodeToString(secret))
 	if auth != nil {
-		hash, err := bcrypt.GenerateFromPassword([]byte(auth.Password), bcrypt.DefaultCost)
+		// The registry checks the hash on every request: the minimum cost
+		// keeps pushes and pulls fast (a push with DefaultCost took 1.5 s
+		// on a loaded 2-core machine, 0.15 s without auth).
+		hash, err := bcrypt.GenerateFromPassword([]byte(auth.Password), bcrypt.MinCost)
 		if err != nil {
 			return nil, err
 		}
