@@ -342,22 +342,16 @@ func Repair(logger klog.Logger, kubeletDir string, r *Report) (moved []string, e
 			}
 			touched[DirName+"/"+f.Dir] = true
 			logger.Info("Removed temporary file", "dir", f.Dir, "name", f.Name)
-		case ProblemCorrupt, ProblemWrongKind, ProblemNotRegular:
-			if !isRecordName(f.Name) {
-				// A name no check looks up (a sub-directory under a
-				// foreign name, say): nothing to keep.
-				dst, err := quarantine(root, f.Dir, f.Name)
-				if err != nil {
-					errs = append(errs, fmt.Errorf("quarantining %s: %w", rel, err))
-					continue
-				}
-				touched[DirName+"/"+f.Dir] = true
-				touched[path.Dir(dst)] = true
-				moved = append(moved, rel)
-				logger.Info("Moved entry to quarantine", "dir", f.Dir, "name", f.Name, "problem", now, "to", dst)
-				continue
+		case ProblemCorrupt, ProblemWrongKind, ProblemNotRegular, ProblemKeyMismatch, ProblemForeignFile:
+			// An entry a check reads as an error keeps a placeholder
+			// under its name; one no check reads (a foreign name, content
+			// naming another key) just moves.
+			failSafe := now != ProblemKeyMismatch && now != ProblemForeignFile && isRecordName(f.Name)
+			move := quarantine
+			if failSafe {
+				move = swapInPlaceholder
 			}
-			dst, err := swapInPlaceholder(root, f.Dir, f.Name)
+			dst, err := move(root, f.Dir, f.Name)
 			if errors.Is(err, errCannotSwap) {
 				logger.Info("Kept an unreadable entry: it cannot be replaced by a placeholder atomically, and removing it could let a check skip a pull",
 					"dir", f.Dir, "name", f.Name, "problem", now)
@@ -370,17 +364,7 @@ func Repair(logger klog.Logger, kubeletDir string, r *Report) (moved []string, e
 			touched[DirName+"/"+f.Dir] = true
 			touched[path.Dir(dst)] = true
 			moved = append(moved, rel)
-			logger.Info("Moved unreadable entry to quarantine, leaving a fail-safe placeholder", "dir", f.Dir, "name", f.Name, "problem", now, "to", dst)
-		case ProblemKeyMismatch, ProblemForeignFile:
-			dst, err := quarantine(root, f.Dir, f.Name)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("quarantining %s: %w", rel, err))
-				continue
-			}
-			touched[DirName+"/"+f.Dir] = true
-			touched[path.Dir(dst)] = true
-			moved = append(moved, rel)
-			logger.Info("Moved entry to quarantine", "dir", f.Dir, "name", f.Name, "problem", now, "to", dst)
+			logger.Info("Moved entry to quarantine", "dir", f.Dir, "name", f.Name, "problem", now, "to", dst, "placeholderLeft", failSafe)
 		case ProblemOldVersion:
 			if err := rewriteCurrent(d, f.Name); err != nil {
 				errs = append(errs, fmt.Errorf("rewriting %s: %w", rel, err))
