@@ -11,11 +11,11 @@ import (
 	"strings"
 )
 
-// DefaultPerm is the mode of a written file when Options.Perm is zero.
-const DefaultPerm fs.FileMode = 0o600
+// defaultPerm is the mode of a written file when Options.Perm is zero.
+const defaultPerm fs.FileMode = 0o600
 
-// TempSuffix ends every temporary name TempName returns.
-const TempSuffix = ".tmp"
+// tempSuffix ends every temporary name TempName returns.
+const tempSuffix = ".tmp"
 
 var (
 	// ErrNotDurable is returned (wrapped, with the cause) when the new
@@ -57,7 +57,7 @@ type Dir interface {
 // Options tunes Replace.
 type Options struct {
 	// Perm is the mode of the new file, set with fchmod so the umask does
-	// not change it. Zero means DefaultPerm.
+	// not change it. Zero means defaultPerm.
 	Perm fs.FileMode
 	// NoSync skips both fsyncs: the replacement stays atomic with respect
 	// to a process crash, but not durable across a power loss. For tests
@@ -79,16 +79,16 @@ var randRead = func(b []byte) { _, _ = rand.Read(b) }
 func TempName(name string) string {
 	var r [8]byte
 	randRead(r[:])
-	return "." + name + "." + hex.EncodeToString(r[:]) + TempSuffix
+	return "." + name + "." + hex.EncodeToString(r[:]) + tempSuffix
 }
 
-// IsTempOf reports whether entry is a name TempName(name) could return.
-func IsTempOf(entry, name string) bool {
+// isTempOf reports whether entry is a name TempName(name) could return.
+func isTempOf(entry, name string) bool {
 	rest, ok := strings.CutPrefix(entry, "."+name+".")
 	if !ok {
 		return false
 	}
-	rest, ok = strings.CutSuffix(rest, TempSuffix)
+	rest, ok = strings.CutSuffix(rest, tempSuffix)
 	if !ok || len(rest) != 16 {
 		return false
 	}
@@ -96,8 +96,8 @@ func IsTempOf(entry, name string) bool {
 	return err == nil
 }
 
-// ValidName reports whether name is a single path component Replace accepts.
-func ValidName(name string) bool {
+// validName reports whether name is a single path component Replace accepts.
+func validName(name string) bool {
 	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00")
 }
 
@@ -113,12 +113,12 @@ func ValidName(name string) bool {
 // survive a power loss. A symbolic link at name is replaced, not followed;
 // a directory at name makes the rename fail.
 func Replace(d Dir, name string, data []byte, o Options) error {
-	if !ValidName(name) {
+	if !validName(name) {
 		return fmt.Errorf("%w: %q", ErrInvalidName, name)
 	}
 	perm := o.Perm
 	if perm == 0 {
-		perm = DefaultPerm
+		perm = defaultPerm
 	}
 	tmp, err := writeTemp(d, name, data, perm, !o.NoSync)
 	if err != nil {
@@ -248,13 +248,13 @@ func (r *Root) Remove(name string) error { return r.root.Remove(name) }
 func (r *Root) SyncDir() error { return r.dir.Sync() }
 
 // WriteFile replaces name in the directory with data and mode perm (0 means
-// DefaultPerm), durably; see Replace.
+// defaultPerm), durably; see Replace.
 func (r *Root) WriteFile(name string, data []byte, perm fs.FileMode) error {
 	return Replace(r, name, data, Options{Perm: perm})
 }
 
 // RemoveTemps removes the temporary files a crash during a write of name
-// left behind (names IsTempOf(…, name) accepts) and syncs the directory if
+// left behind (names isTempOf(…, name) accepts) and syncs the directory if
 // it removed any. It returns how many it removed and the first error.
 func (r *Root) RemoveTemps(name string) (int, error) {
 	f, err := r.root.Open(".")
@@ -269,7 +269,7 @@ func (r *Root) RemoveTemps(name string) (int, error) {
 	var errs []error
 	removed := 0
 	for _, e := range entries {
-		if e.IsDir() || !IsTempOf(e.Name(), name) {
+		if e.IsDir() || !isTempOf(e.Name(), name) {
 			continue
 		}
 		if err := r.root.Remove(e.Name()); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -292,7 +292,7 @@ func (r *Root) Close() error {
 }
 
 // WriteFile replaces the file name in the directory dir with data and mode
-// perm (0 means DefaultPerm), durably; see Replace. name must be a single
+// perm (0 means defaultPerm), durably; see Replace. name must be a single
 // path component: a symbolic link planted at name or at any temporary name
 // is never followed.
 func WriteFile(dir, name string, data []byte, perm fs.FileMode) error {

@@ -73,8 +73,8 @@ func TestWriteFileCreatesAndReplaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fi.Mode() != DefaultPerm {
-		t.Errorf("mode %v, want %v", fi.Mode(), DefaultPerm)
+	if fi.Mode() != defaultPerm {
+		t.Errorf("mode %v, want %v", fi.Mode(), defaultPerm)
 	}
 	if diff := entries(t, dir); !slices.Equal(diff, []string{"state.json"}) {
 		t.Errorf("directory holds %v, want only state.json", diff)
@@ -142,8 +142,8 @@ func TestSymlinkAtTempNameIsNeverOpened(t *testing.T) {
 	// The first two temporary names the write will try are links planted
 	// in advance: one to an existing file, one dangling.
 	planted := map[string]string{
-		"." + "f" + "." + first + TempSuffix:  outside,
-		"." + "f" + "." + second + TempSuffix: dangling,
+		"." + "f" + "." + first + tempSuffix:  outside,
+		"." + "f" + "." + second + tempSuffix: dangling,
 	}
 	for name, target := range planted {
 		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
@@ -169,7 +169,7 @@ func TestSymlinkAtTempNameIsNeverOpened(t *testing.T) {
 			t.Errorf("planted link %s changed: %q, %v", name, got, err)
 		}
 	}
-	want := []string{"." + "f" + "." + first + TempSuffix, "." + "f" + "." + second + TempSuffix, "f"}
+	want := []string{"." + "f" + "." + first + tempSuffix, "." + "f" + "." + second + tempSuffix, "f"}
 	if got := entries(t, dir); !slices.Equal(got, want) {
 		t.Errorf("directory holds %v, want %v", got, want)
 	}
@@ -181,7 +181,7 @@ func TestEveryTempNameTaken(t *testing.T) {
 	for i := range tempAttempts {
 		s := fmt.Sprintf("%016x", i+1)
 		suffixes = append(suffixes, s)
-		if err := os.Symlink("/nonexistent", filepath.Join(dir, ".f."+s+TempSuffix)); err != nil {
+		if err := os.Symlink("/nonexistent", filepath.Join(dir, ".f."+s+tempSuffix)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -249,16 +249,16 @@ func TestTempNames(t *testing.T) {
 		t.Errorf("two temporary names are equal: %s", a)
 	}
 	for _, n := range []string{a, b} {
-		if !strings.HasPrefix(n, ".sha256-ab.") || !strings.HasSuffix(n, TempSuffix) || !IsTempOf(n, "sha256-ab") {
+		if !strings.HasPrefix(n, ".sha256-ab.") || !strings.HasSuffix(n, tempSuffix) || !isTempOf(n, "sha256-ab") {
 			t.Errorf("TempName = %q", n)
 		}
-		if IsTempOf(n, "sha256-a") || IsTempOf(n, "sha256-abc") {
-			t.Errorf("IsTempOf(%q) accepts another name", n)
+		if isTempOf(n, "sha256-a") || isTempOf(n, "sha256-abc") {
+			t.Errorf("isTempOf(%q) accepts another name", n)
 		}
 	}
 	for _, n := range []string{"sha256-ab.tmp", ".sha256-ab.tmp", ".sha256-ab.zzzzzzzzzzzzzzzz.tmp", ".sha256-ab.0123.tmp", "sha256-ab"} {
-		if IsTempOf(n, "sha256-ab") {
-			t.Errorf("IsTempOf(%q) = true", n)
+		if isTempOf(n, "sha256-ab") {
+			t.Errorf("isTempOf(%q) = true", n)
 		}
 	}
 }
