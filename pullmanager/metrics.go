@@ -86,9 +86,11 @@ var resultLabels = [numResults]string{
 //     evicts, so by default both stay at 0, meaning "no eviction pressure,
 //     the cache stays authoritative". After SetNominalCacheSizes they report
 //     count*100/size against the sizes given (the kubelet's, say), whole
-//     percent and not capped at 100: what the kubelet's cache would show,
-//     with values above 100 telling how far past the kubelet's limit the
-//     node is;
+//     percent, capped at 100: what the kubelet's cache, which never holds
+//     more than its size, would show. A kubelet's gauge cannot pass 100, and
+//     alerts written for it ("above 90 %") must not fire on a node that
+//     merely has more records than the kubelet's cache would hold; 100 means
+//     the kubelet's cache would be full and evicting, which ours never is;
 //   - kubelet_imagemanager_image_mustpull_checks_total{result}, counter: one
 //     per MustAttemptImagePull of a present image, result one of
 //     credentialPolicyAllowed, credentialRecordFound, mustAuthenticate, error.
@@ -246,12 +248,13 @@ func (m *Metrics) updateCounts(counter accessor.RecordCounter) {
 }
 
 // usagePercent is count*100/size in whole percent, as the kubelet computes
-// it, or 0 for an unbounded cache (size < 1).
+// it, capped at 100 (the kubelet's LRU never holds more than size), or 0 for
+// an unbounded cache (size < 1).
 func usagePercent(count, size int) float64 {
 	if size < 1 {
 		return 0
 	}
-	return float64(count * 100 / size)
+	return float64(min(count*100/size, 100))
 }
 
 // lazyCounter is one series of a CounterVec that is created on its first

@@ -203,13 +203,14 @@ func TestUsagePercent(t *testing.T) {
 	if got := counterValue(metrics.recordsUsage); got != 0 {
 		t.Errorf("record usage with size 0 = %v, want 0", got)
 	}
-	// Not capped at 100.
+	// Five intents against a nominal size of 2: the kubelet's cache would
+	// be full (its gauge cannot pass 100), so the gauge reads 100, not 250.
 	metrics.SetNominalCacheSizes(2, 0)
 	if err := m.RecordPullIntent(logger, "e:1"); err != nil {
 		t.Fatal(err)
 	}
-	if got := counterValue(metrics.intentsUsage); got != 250 {
-		t.Errorf("intent usage = %v, want 250", got)
+	if got := counterValue(metrics.intentsUsage); got != 100 {
+		t.Errorf("intent usage = %v, want 100 (capped)", got)
 	}
 }
 
