@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -177,6 +178,10 @@ func NewForKubelet(ctx context.Context, rootDirectory string, policy upstream.Im
 			logger.Error(err, "Could not replace the kubelet's image pull manager metrics; they stay idle")
 		}
 	}
+	// One line that says, in the kubelet's log, which pull manager runs: a
+	// stock kubelet's and a fork's logs otherwise look alike.
+	logger.Info("Image pull manager: pullrecords library", "module", libraryModule, "version", libraryVersion(),
+		"records", filepath.Join(rootDirectory, fsstore.DirName), "deliberateDifferences", "none turned on")
 	return &ImagePullManager{manager: m, metrics: metrics, store: store, cache: cache}, nil
 }
 
