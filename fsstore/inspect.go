@@ -405,17 +405,17 @@ func currentProblem(root *os.Root, d *dir, name string) Problem {
 // image_manager/quarantine/<dir>/<name>, or <name>.N if that is taken, and
 // returns the new path relative to root.
 func quarantine(root *os.Root, dirName, name string) (string, error) {
-	return quarantineEntry(root, dirName, name, name)
-}
-
-// quarantineEntry moves image_manager/<dir>/<src> to
-// image_manager/quarantine/<dir>/<name>, or <name>.N if that is taken, and
-// returns the new path relative to root.
-func quarantineEntry(root *os.Root, dirName, src, name string) (string, error) {
 	qdir, err := ensureQuarantine(root, dirName)
 	if err != nil {
 		return "", err
 	}
+	return moveToQuarantine(root, qdir, dirName, name, name)
+}
+
+// moveToQuarantine moves image_manager/<dir>/<src> into qdir (made by
+// ensureQuarantine) as <name>, or <name>.N if that is taken, and returns the
+// new path relative to root.
+func moveToQuarantine(root *os.Root, qdir, dirName, src, name string) (string, error) {
 	for i := 0; i < 1000; i++ {
 		dst := qdir + "/" + name
 		if i > 0 {

@@ -52,11 +52,12 @@ var errExchangeUnsupported = errors.New("atomic exchange of two names is not sup
 //     a directory, the entry is hard-linked under a second hold name and the
 //     placeholder renamed over it;
 //  3. the directory is fsynced, so name holds the placeholder for good;
-//  4. the held entry is moved to quarantine (quarantine).
+//  4. the held entry is moved into the quarantine made before step 1.
 func swapInPlaceholder(root *os.Root, dirName, name string) (string, error) {
 	// The quarantine must be usable before anything changes, so a repair
 	// that cannot quarantine leaves the entry as it was.
-	if _, err := ensureQuarantine(root, dirName); err != nil {
+	qdir, err := ensureQuarantine(root, dirName)
+	if err != nil {
 		return "", err
 	}
 	rel := DirName + "/" + dirName
@@ -84,7 +85,7 @@ func swapInPlaceholder(root *os.Root, dirName, name string) (string, error) {
 	if err := dirFile.Sync(); err != nil {
 		return "", err
 	}
-	return quarantineEntry(root, dirName, held, name)
+	return moveToQuarantine(root, qdir, dirName, held, name)
 }
 
 // linkThenReplace is step 2 without renameat2: the entry keeps a second name
