@@ -64,6 +64,10 @@
 //     asks, refusing realms that are not http(s), plain-HTTP realms for an
 //     HTTPS registry and private or loopback addresses other than the
 //     registry's own host.
+//   - The default transport honours HTTP_PROXY, HTTPS_PROXY and NO_PROXY,
+//     as containerd does. Over HTTPS a proxy only tunnels; over plain HTTP
+//     (WithInsecureRegistries) a proxy, like anything on the path, could
+//     answer for the origin.
 //   - No retries: one failed exchange is one ErrUnreachable.
 //   - Registries that do not send Docker-Content-Digest on a manifest HEAD
 //     for a tag cannot be verified (ErrUnreachable); for a digest reference

@@ -239,8 +239,8 @@ func (f *fakeRegistry) serveToken(w http.ResponseWriter, r *http.Request) {
 			granted = append(granted, parts[1])
 		}
 	}
-	token := fmt.Sprintf("issued-%d-%s", len(f.issued), user)
 	f.mu.Lock()
+	token := fmt.Sprintf("issued-%d-%s", len(f.issued), user)
 	f.issued[token] = tokenGrant{user: user, repos: granted}
 	f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")

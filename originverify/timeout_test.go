@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -51,6 +52,29 @@ func TestEveryRequestIsBounded(t *testing.T) {
 			if !rt.has || !rt.deadline.Equal(start.Add(tc.want)) {
 				t.Errorf("%s: request deadline %v (set %v), want start + %v", tc.name, rt.deadline.Sub(start), rt.has, tc.want)
 			}
+		}
+	})
+}
+
+// silentTransport never answers: it waits for the request's context.
+type silentTransport struct{}
+
+func (silentTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	<-req.Context().Done()
+	return nil, req.Context().Err()
+}
+
+// A registry that never answers costs the default 30 s (in the bubble's
+// fake time) and gives ErrUnreachable naming the deadline.
+func TestSilentRegistryTimesOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		_, err := New(WithTransport(silentTransport{})).Verify(context.Background(), "registry.example/app:v1", nil)
+		if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "deadline") {
+			t.Fatalf("Verify = %v, want ErrUnreachable naming the deadline", err)
+		}
+		if waited := time.Since(start); waited != DefaultTimeout {
+			t.Errorf("gave up after %v, want %v", waited, DefaultTimeout)
 		}
 	})
 }
