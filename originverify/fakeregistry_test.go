@@ -58,6 +58,10 @@ type fakeRegistry struct {
 	// message for refused credentials ("%s" gets the request's
 	// Authorization value, to play a registry that echoes secrets).
 	tokenErrorMessage string
+	// tokenFailWith, when not zero, is the status of every token answer;
+	// refusalStatus, when not zero, replaces 401 for refused credentials
+	// (OAuth2 servers answer 400 invalid_grant to a bad refresh token).
+	tokenFailWith, refusalStatus int
 
 	mu     sync.Mutex
 	seen   []seenRequest
@@ -114,10 +118,15 @@ func (f *fakeRegistry) serve(w http.ResponseWriter, r *http.Request) {
 	f.seen = append(f.seen, seenRequest{r.Method, r.Host, r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("Accept")})
 	f.mu.Unlock()
 	if r.URL.Path == "/token" {
+		if f.tokenFailWith != 0 {
+			writeErrors(w, f.tokenFailWith, "UNAVAILABLE", "token service down")
+			return
+		}
 		f.serveToken(w, r)
 		return
 	}
-	rest, ok := strings.CutPrefix(r.URL.Path, "/v2/")
+	path, moved := strings.CutPrefix(r.URL.Path, "/moved")
+	rest, ok := strings.CutPrefix(path, "/v2/")
 	repo, ref, found := strings.Cut(rest, "/manifests/")
 	if !ok || !found {
 		writeErrors(w, http.StatusNotFound, "NAME_UNKNOWN", "no such endpoint")
@@ -130,7 +139,7 @@ func (f *fakeRegistry) serve(w http.ResponseWriter, r *http.Request) {
 	if !f.allowed(w, r, repo) {
 		return
 	}
-	if f.redirectTo != "" {
+	if f.redirectTo != "" && !moved {
 		http.Redirect(w, r, f.redirectTo+r.URL.Path, http.StatusTemporaryRedirect)
 		return
 	}
@@ -260,7 +269,11 @@ func (f *fakeRegistry) refuseToken(w http.ResponseWriter, r *http.Request, messa
 			message = fmt.Sprintf(message, body)
 		}
 	}
-	writeErrors(w, http.StatusUnauthorized, "UNAUTHORIZED", message)
+	status := http.StatusUnauthorized
+	if f.refusalStatus != 0 {
+		status = f.refusalStatus
+	}
+	writeErrors(w, status, "UNAUTHORIZED", message)
 }
 
 func writeErrors(w http.ResponseWriter, status int, code, message string) {

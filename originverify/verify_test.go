@@ -119,6 +119,12 @@ func TestVerifyRefuses(t *testing.T) {
 		{name: "bearer, refresh token for another repository", mode: bearerAuth, image: imageOf(repoB, ":v1"), auth: &imageruntime.AuthConfig{IdentityToken: aliceRefresh}, want: ErrDenied, wantStatus: 401},
 		{name: "bearer, registry token for another repository", mode: bearerAuth, image: imageOf(repoB, ":v1"), auth: &imageruntime.AuthConfig{RegistryToken: aliceToken}, want: ErrDenied, wantStatus: 401},
 		{name: "bearer, unknown registry token", mode: bearerAuth, auth: &imageruntime.AuthConfig{RegistryToken: "forged-SECRET-9"}, want: ErrDenied, wantStatus: 401},
+		{name: "bearer, wrong refresh token answered 400", mode: bearerAuth, setup: func(w *world) { w.reg.refusalStatus = 400 },
+			auth: &imageruntime.AuthConfig{IdentityToken: "stolen-SECRET-9"}, want: ErrDenied, wantStatus: 400, wantInMsg: "token service"},
+		{name: "bearer, token service down", mode: bearerAuth, setup: func(w *world) { w.reg.tokenFailWith = 502 },
+			auth: password(alice, alicePass), want: ErrUnreachable, wantStatus: 502, wantInMsg: "token service down"},
+		{name: "redirects within the origin never end", mode: anonymousAccess, setup: func(w *world) { w.reg.redirectTo = w.reg.server.URL },
+			want: ErrUnreachable, wantInMsg: "stopped after 10 redirects"},
 		{name: "missing tag", mode: basicAuth, image: imageOf(repoA, ":v2"), auth: password(alice, alicePass), want: ErrNotFound, wantStatus: 404},
 		{name: "missing digest", mode: anonymousAccess, image: imageOf(repoA, "@sha256:"+strings.Repeat("0", 64)), want: ErrNotFound, wantStatus: 404},
 		{name: "registry answers 500", mode: anonymousAccess, setup: func(w *world) { w.reg.failWith = 500 }, want: ErrUnreachable, wantStatus: 500},
@@ -218,6 +224,21 @@ func TestRedirectToAnotherHostIsRefused(t *testing.T) {
 	}
 	if got := mirror.reg.requests(); len(got) != 0 {
 		t.Errorf("the other host was asked: %+v", got)
+	}
+}
+
+// A redirect within the origin (same scheme and host[:port]) is followed,
+// with the credential.
+func TestRedirectWithinTheOriginIsFollowed(t *testing.T) {
+	w := newWorld(t, basicAuth)
+	w.reg.redirectTo = w.reg.server.URL + "/moved"
+	got, err := w.verifier.Verify(context.Background(), w.image(repoA, ":v1"), password(alice, alicePass))
+	if err != nil || got != w.digestA {
+		t.Fatalf("Verify = %q, %v; want %s", got, err, w.digestA)
+	}
+	reqs := w.reg.requests()
+	if last := reqs[len(reqs)-1]; !strings.HasPrefix(last.Path, "/moved/") || last.Authorization == "" {
+		t.Errorf("the redirect was not followed with the credential: %+v", reqs)
 	}
 }
 
