@@ -11,7 +11,13 @@ require (
 	k8s.io/apimachinery v0.37.2
 	k8s.io/klog/v2 v2.140.0
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd
+	oras.land/oras-go/v2 v2.6.2
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730
+)
+
+require (
+	github.com/opencontainers/image-spec v1.1.1 // indirect
+	golang.org/x/sync v0.22.0 // indirect
 )
 
 require (
