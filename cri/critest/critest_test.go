@@ -11,8 +11,12 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/testing/protocmp"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/pullrecords/pullrecords/cri"
 	"github.com/pullrecords/pullrecords/cri/critest"
@@ -353,5 +357,36 @@ func TestAnswerPullsWithRepoDigest(t *testing.T) {
 	f.AnswerPullsWithRepoDigest(false)
 	if got, err := s.PullImage(ctx, "reg/app:1", nil); err != nil || got != mustID(t, "reg/app:1") {
 		t.Errorf("PullImage after AnswerPullsWithRepoDigest(false) = %q, %v; want the ID %s", got, err, mustID(t, "reg/app:1"))
+	}
+}
+
+func TestListContainers(t *testing.T) {
+	f := critest.NewImageService()
+	c := &runtimeapi.Container{Id: "c1", Metadata: &runtimeapi.ContainerMetadata{Name: "web"}, State: runtimeapi.ContainerState_CONTAINER_RUNNING}
+	f.SetContainers(c, &runtimeapi.Container{Id: "c2"})
+	c.Id = "changed after SetContainers"
+	conn, err := grpc.NewClient(f.Serve(t), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rs := runtimeapi.NewRuntimeServiceClient(conn)
+	resp, err := rs.ListContainers(context.Background(), &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{Id: "c2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []*runtimeapi.Container{
+		{Id: "c1", Metadata: &runtimeapi.ContainerMetadata{Name: "web"}, State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+		{Id: "c2"},
+	}
+	if diff := cmp.Diff(want, resp.Containers, protocmp.Transform()); diff != "" {
+		t.Errorf("ListContainers, filter ignored (-want +got):\n%s", diff)
+	}
+	if calls := f.Calls(); len(calls) != 1 || calls[0].Method != critest.ListContainers {
+		t.Errorf("calls = %v, want one ListContainers", calls)
+	}
+	f.SetContainers()
+	if resp, err := rs.ListContainers(context.Background(), &runtimeapi.ListContainersRequest{}); err != nil || len(resp.Containers) != 0 {
+		t.Errorf("ListContainers after SetContainers() = %v, %v; want none", resp, err)
 	}
 }

@@ -31,8 +31,10 @@
 //   - ListImages answers in ID order. RemoveImage of an absent image
 //     succeeds. ImageFsInfo answers with no filesystems, or those
 //     SetImageFs gives. Every image's Size is the same fixed number.
-//   - The RuntimeService answers Version only (SetRuntimeVersion sets its
-//     runtime name and version); its other calls are Unimplemented.
+//   - The RuntimeService answers Version (SetRuntimeVersion sets its
+//     runtime name and version) and ListContainers (the containers
+//     SetContainers gives, in that order, whatever the filter); its other
+//     calls are Unimplemented.
 //   - A pull that RequireAuth covers fails, without the right username and
 //     password, with codes.Unknown and a message carrying "401
 //     Unauthorized", as containerd and CRI-O report a registry's refusal.
@@ -43,7 +45,8 @@
 //     server with no service registered is "a gRPC server that is not a CRI
 //     image service".
 //
-// It does not implement the RuntimeService beyond Version, pull progress, pinned images,
+// It does not implement the RuntimeService beyond Version and
+// ListContainers (no container runs, no filter applies), pull progress, pinned images,
 // sandbox-specific pulls (the sandbox config is ignored), or image specs'
 // annotations and user-specified images.
 //

@@ -26,6 +26,9 @@ const (
 	ImageFsInfo = "ImageFsInfo"
 	// Version is the RuntimeService's Version call (see SetRuntimeVersion).
 	Version = "Version"
+	// ListContainers is the RuntimeService's ListContainers call (see
+	// SetContainers).
+	ListContainers = "ListContainers"
 )
 
 // ImageSize is every image's Size: the fake has no layers to measure.
@@ -34,10 +37,11 @@ const ImageSize = 1000
 // Call is one request the fake received.
 type Call struct {
 	// Method is one of ListImages, ImageStatus, PullImage, RemoveImage,
-	// ImageFsInfo and Version.
+	// ImageFsInfo, Version and ListContainers.
 	Method string
 	// Image is the image the request names, as the client sent it; empty
-	// for ListImages (unless filtered), ImageFsInfo and Version.
+	// for ListImages (unless filtered), ImageFsInfo, Version and
+	// ListContainers.
 	Image string
 	// Auth is PullImage's credentials, nil when it sent none and for the
 	// other methods.
@@ -83,6 +87,8 @@ type ImageService struct {
 	imageFs []FilesystemUsage
 	// runtimeName and runtimeVersion are Version's answer.
 	runtimeName, runtimeVersion string
+	// containers is ListContainers' answer; see SetContainers.
+	containers []*runtimeapi.Container
 }
 
 // NewImageService returns a fake image service with no images, that lets

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -37,8 +38,19 @@ func (f *ImageService) SetRuntimeVersion(name, version string) {
 	f.runtimeName, f.runtimeVersion = name, version
 }
 
-// runtimeServer is the RuntimeService face of an ImageService: Version
-// only, every other call is Unimplemented.
+// SetContainers sets ListContainers' answer (none by default, and after
+// SetContainers()). The fake keeps its own copies.
+func (f *ImageService) SetContainers(containers ...*runtimeapi.Container) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.containers = make([]*runtimeapi.Container, len(containers))
+	for i, c := range containers {
+		f.containers[i] = proto.CloneOf(c)
+	}
+}
+
+// runtimeServer is the RuntimeService face of an ImageService: Version and
+// ListContainers, every other call is Unimplemented.
 type runtimeServer struct {
 	runtimeapi.UnimplementedRuntimeServiceServer
 	f *ImageService
@@ -56,4 +68,17 @@ func (s *runtimeServer) Version(ctx context.Context, req *runtimeapi.VersionRequ
 		RuntimeVersion:    s.f.runtimeVersion,
 		RuntimeApiVersion: "v1",
 	}, nil
+}
+
+// ListContainers answers with the containers SetContainers gave, in that
+// order; the request's filter is ignored.
+func (s *runtimeServer) ListContainers(ctx context.Context, _ *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
+	if err := s.f.begin(ctx, Call{Method: ListContainers}); err != nil {
+		return nil, err
+	}
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	// SetContainers replaces the slice and never changes a container, so
+	// the answer may share them after the lock is dropped.
+	return &runtimeapi.ListContainersResponse{Containers: slices.Clone(s.f.containers)}, nil
 }
