@@ -48,10 +48,12 @@
 //   - No TLS, no authentication of callers: serve on a unix socket only
 //     the kubelet (root) can open. Whoever can reach the socket can do
 //     everything the runtime allows.
-//   - Only runtime.v1 PullImage is gated. A runtime that also serves an
-//     older or newer pull method (the removed runtime.v1alpha2, a future
-//     one) has it forwarded ungated; cri-api v0.37.2's kubelet speaks v1
-//     only.
+//   - Only runtime.v1 PullImage is gated, and only it is forwarded: a
+//     method named PullImage of any other service (containerd 1.6's
+//     runtime.v1alpha2, a future version) is refused with PermissionDenied
+//     and never reaches the runtime. Other methods of such services are
+//     forwarded; cri-api v0.37.2's kubelet speaks v1 only. A pull method
+//     under another name in a future CRI would pass ungated.
 //   - The proxy does not retry, buffer or reorder: a runtime that is down
 //     answers Unavailable through it, as it would directly.
 //   - The proxy does not dial or close the runtime's connection; its

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"path"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
@@ -79,6 +81,9 @@ func (p *Proxy) invoke(ctx context.Context, method string, in *frame) (*frame, e
 // end the caller's call.
 func (p *Proxy) forwardStream(_ any, caller grpc.ServerStream) error {
 	method, _ := grpc.MethodFromServerStream(caller)
+	if ungatedPull(method) {
+		return status.Errorf(codes.PermissionDenied, "%s is refused: the proxy verifies pulls made with %s only", method, PullImageMethod)
+	}
 	// Cancelled when this returns, so that a caller still sending learns
 	// that the call is over and the runtime's side is torn down.
 	ctx, cancel := context.WithCancel(caller.Context())
@@ -143,4 +148,12 @@ func forwardResponses(runtime grpc.ClientStream, caller grpc.ServerStream) error
 			return err
 		}
 	}
+}
+
+// ungatedPull reports whether method is a PullImage the gate does not see:
+// one of another CRI version (containerd 1.6 still serves
+// runtime.v1alpha2) or of any other service. Forwarding it would let a
+// caller of the proxy's socket pull without verification.
+func ungatedPull(method string) bool {
+	return method != PullImageMethod && path.Base(method) == "PullImage"
 }

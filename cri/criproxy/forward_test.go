@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -359,4 +360,34 @@ func TestCancellationReachesRuntime(t *testing.T) {
 			t.Errorf("the runtime's stream ended with %v, want context.Canceled", err)
 		}
 	})
+}
+
+func TestPullImageOfAnotherCRIVersionRefused(t *testing.T) {
+	// containerd 1.6 serves runtime.v1alpha2 beside runtime.v1: a pull
+	// through it would bypass the gate, so the proxy refuses it unforwarded.
+	var pulls atomic.Int32
+	runtime := startServer(t, func(s *grpc.Server) {
+		s.RegisterService(&grpc.ServiceDesc{
+			ServiceName: "runtime.v1alpha2.ImageService",
+			HandlerType: (*any)(nil),
+			Methods: []grpc.MethodDesc{{MethodName: "PullImage", Handler: func(_ any, _ context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+				pulls.Add(1)
+				in := &wrapperspb.StringValue{}
+				if err := dec(in); err != nil {
+					return nil, err
+				}
+				return wrapperspb.String("pulled"), nil
+			}}},
+		}, struct{}{})
+	})
+	g := &gate{}
+	proxied, _ := startProxy(t, runtime, g)
+	var out wrapperspb.StringValue
+	err := proxied.Invoke(context.Background(), "/runtime.v1alpha2.ImageService/PullImage", wrapperspb.String("private/image"), &out)
+	if status.Code(err) != codes.PermissionDenied {
+		t.Errorf("v1alpha2 PullImage through the proxy = %q, %v; want PermissionDenied", out.Value, err)
+	}
+	if n := pulls.Load(); n != 0 {
+		t.Errorf("the runtime saw %d v1alpha2 pulls through the proxy, want 0", n)
+	}
 }
