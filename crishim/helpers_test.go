@@ -110,12 +110,13 @@ func (noImages) ListImages(context.Context) ([]imageruntime.Image, error) { retu
 
 // fixture is a gate over real stores in a temporary directory.
 type fixture struct {
-	gate     *Gate
-	verifier *fakeVerifier
-	stamps   *credstamp.Store
-	records  *memstore.Cache
-	clock    *testingclock.FakeClock
-	metrics  *Metrics
+	gate      *Gate
+	verifier  *fakeVerifier
+	stamps    *credstamp.Store
+	stampsDir string
+	records   *memstore.Cache
+	clock     *testingclock.FakeClock
+	metrics   *Metrics
 }
 
 func newFixture(t testing.TB, edit func(*Config)) *fixture {
@@ -141,12 +142,13 @@ func newFixture(t testing.TB, edit func(*Config)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stamps, err := credstamp.Open(logger, filepath.Join(dir, "verified"), credstamp.WithClock(clk))
+	stampsDir := filepath.Join(dir, "verified")
+	stamps, err := credstamp.Open(logger, stampsDir, credstamp.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { stamps.Close() })
-	f := &fixture{verifier: newFakeVerifier(), stamps: stamps, records: cache, clock: clk, metrics: NewMetrics()}
+	f := &fixture{verifier: newFakeVerifier(), stamps: stamps, stampsDir: stampsDir, records: cache, clock: clk, metrics: NewMetrics()}
 	cfg := Config{
 		Records:  manager,
 		Stamps:   stamps,
