@@ -394,6 +394,7 @@ func BenchmarkFresh(b *testing.B) {
 	}
 	k := testKey(500)
 	b.ReportAllocs()
+	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if !s.Fresh(k, time.Hour) {

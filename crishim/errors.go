@@ -40,7 +40,7 @@ func (e *RefusalError) Error() string {
 	if e.Registry == "" {
 		return fmt.Sprintf("refusing to pull %q for pod %s: %v", e.Image, e.Pod, e.Err)
 	}
-	return fmt.Sprintf("refusing to pull %q for pod %s: the origin registry %s did not accept the pull's credential: %v", e.Image, e.Pod, e.Registry, e.Err)
+	return fmt.Sprintf("refusing to pull %q for pod %s: the check at the origin registry %s failed: %v", e.Image, e.Pod, e.Registry, e.Err)
 }
 
 // Unwrap returns ErrRefused and the reason.

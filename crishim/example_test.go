@@ -93,6 +93,6 @@ func Example() {
 	// Output:
 	// admitted: credential=pod remembered=false
 	// admitted: credential=pod remembered=true
-	// refused: refusing to pull "registry.example.com/team/app:v1" for pod tenant-b/app: the origin registry registry.example.com did not accept the pull's credential: denied: registry.example.com answered 401
+	// refused: refusing to pull "registry.example.com/team/app:v1" for pod tenant-b/app: the check at the origin registry registry.example.com failed: denied: registry.example.com answered 401
 	// origin requests: 2
 }
