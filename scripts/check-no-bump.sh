@@ -5,11 +5,11 @@
 #
 # It makes a throwaway module requiring k8s.io/kubernetes v1.37.2 with the
 # staging replaces, first importing only the kubelet's pull manager package
-# (the baseline), then also accessor, fsstore, imageruntime, memstore,
-# originverify and pullmanager from this repository (replaced by the
-# repository root). It fails, printing the differences, if a module
-# present in both lists has another version or the go line differs;
-# modules the library adds are listed, not failed.
+# (the baseline), then also accessor, credstamp, crishim, fsstore,
+# imageruntime, memstore, originverify and pullmanager from this
+# repository (replaced by the repository root). It fails, printing the
+# differences, if a module present in both lists has another version or
+# the go line differs; modules the library adds are listed, not failed.
 #
 # Usage: scripts/check-no-bump.sh   (network or a warm module cache;
 #        PULLRECORDS_REPO=dir checks another checkout)
@@ -58,6 +58,8 @@ package checknobump
 
 import (
 	_ "github.com/pullrecords/pullrecords/accessor"
+	_ "github.com/pullrecords/pullrecords/credstamp"
+	_ "github.com/pullrecords/pullrecords/crishim"
 	_ "github.com/pullrecords/pullrecords/fsstore"
 	_ "github.com/pullrecords/pullrecords/imageruntime"
 	_ "github.com/pullrecords/pullrecords/memstore"

@@ -1,0 +1,67 @@
+// Package crishim is the CRI-facing layer of a runtime shim: it admits a
+// container runtime's PullImage only after the image's origin registry
+// (never a mirror) accepted the request's credential for that reference.
+//
+// Why: a registry mirror or peer-to-peer cache (Spegel, k3s's embedded
+// mirror, pull-through caches) serves a private image to the runtime
+// without the pod's credential, so the kubelet's verification pull
+// (KEP-2535) proves nothing on such a node. The gate asks the origin
+// itself, through a Verifier, and remembers each acceptance for a TTL in a
+// credstamp.Store.
+//
+// RequestFromCRI turns a runtimeapi.PullImageRequest into a Request (image,
+// credential, pod). Gate.Admit decides; Gate.PullSucceeded records the
+// runtime's imageRef afterwards. The gRPC proxy (cri/criproxy) and the
+// command (pullrecords shim) sit around it; this package imports the CRI
+// types but not gRPC.
+//
+// # Guarantees
+//
+//   - A pull is admitted only if (a) its registry is configured mirror-only,
+//     or (b) the Verifier accepted this very credential for this image (by
+//     string) just now, or (c) a stamp of (credential, repository, digest)
+//     younger than the TTL exists, the digest coming from a digest reference
+//     or the runtime's own copy (Config.Local). A stamp for another
+//     repository, another digest, another credential or no credential
+//     admits nothing; an expired stamp, or one dated in the future, makes
+//     the gate ask again.
+//   - The credential checked is the one the runtime would use: the
+//     request's, else the node's for the image's registry (Docker config
+//     JSON; Docker Hub's names are one registry), else none. Stamps key the
+//     pod's credential by its hash, the node's by "node:"+hash, none by
+//     "anonymous", so the three never vouch for each other.
+//   - A refusal is never remembered: the next request asks the origin
+//     again. Concurrent identical requests (same credential, same image
+//     string) share one origin request and all get its answer, refusal
+//     included; each waits only as long as its own context allows, and when
+//     the last waiter leaves the origin request is cancelled.
+//   - An accepted verification is recorded in the shim's pull records
+//     (Config.Records) under repository@digest, and PullSucceeded records
+//     the runtime's imageRef: with the pod's credential as the secret
+//     "cri-pull-auth" of the pod's namespace and UID with the credential's
+//     hash, or as node-wide access for the node's credential or none.
+//   - A refusal's error (*RefusalError) names the image, the registry, the
+//     pod and the reason and wraps ErrRefused and the verifier's error
+//     (errors.Is works on both). Neither errors nor logs hold a password,
+//     token or credential hash.
+//   - One log line per decision (pod, image, registry, credential kind,
+//     result); remembered and mirror-only admissions at V(2).
+//
+// # Non-guarantees
+//
+//   - The Verifier is trusted: the gate does not itself check that a
+//     credential's ServerAddress names the image's registry
+//     (originverify's Verifier refuses that).
+//   - A stamp proves the credential was accepted within the TTL; a revoked
+//     credential keeps working for at most that long.
+//   - A tag reference without Config.Local is checked at the origin on
+//     every pull (only the digest, which a tag does not carry, can be
+//     remembered). With Local, the stamp is for the digest the runtime
+//     holds, which may differ from what the tag names at the origin now.
+//   - Mirror-only registries are not protected at all: their images are
+//     open to every pod on the node. Use them only for public content.
+//   - The gate does not pull, nor check what the runtime pulled: the proxy
+//     forwards the request after Admit, and the runtime may still fetch
+//     from a mirror; what was checked is the origin's answer for the
+//     reference.
+package crishim
