@@ -51,3 +51,35 @@ func BenchmarkAdmitRememberedNodeTag(b *testing.B) {
 		}
 	}
 }
+
+// The remembered path allocates nothing: a pod credential by digest, and the
+// node's credential by a tag the runtime holds.
+func TestAdmitRememberedAllocatesNothing(t *testing.T) {
+	node, err := ParseNodeCredentials([]byte(`{"auths":{"registry.example.com":{"username":"node","password":"pw"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, func(c *Config) {
+		c.Node = node
+		c.Local = func(context.Context, string) (string, bool) { return digest1, true }
+	})
+	f.verifier.allow(authA, privRepo, digest1)
+	f.verifier.allow(node.For(privRepo), privRepo, digest1)
+	ctx := testContext(t)
+	for _, req := range []Request{
+		{Image: privRepo + "@" + digest1, Auth: authA, Pod: tenantA},
+		{Image: privRepo + ":v1", Pod: tenantA},
+	} {
+		if _, err := f.gate.Admit(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		allocs := testing.AllocsPerRun(100, func() {
+			if a, err := f.gate.Admit(ctx, req); err != nil || !a.Remembered {
+				t.Fatalf("Admit(%s) = %+v, %v; want remembered", req.Image, a, err)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("Admit(%s) from memory allocates %v times, want 0", req.Image, allocs)
+		}
+	}
+}

@@ -46,6 +46,10 @@
 //     token or credential hash.
 //   - One log line per decision (pod, image, registry, credential kind,
 //     result); remembered and mirror-only admissions at V(2).
+//   - A remembered admission allocates nothing: parsed images and credential
+//     hashes are memoised (bounded, 4096 entries each, then started over).
+//     The memos only save work; a miss computes the same value, so they
+//     cannot change a decision.
 //
 // # Non-guarantees
 //

@@ -95,6 +95,9 @@ type Gate struct {
 	classify   func(error) Result
 	mirrorOnly map[string]struct{}
 	flights    flightGroup
+	// images and hashes spare the remembered path a parse and a hash.
+	images memo[string, parsedImage]
+	hashes memo[imageruntime.AuthConfig, string]
 }
 
 // NewGate checks cfg and returns a Gate.
@@ -138,12 +141,11 @@ type credential struct {
 // node's for host, else none.
 func (g *Gate) credentialFor(req Request, host string) credential {
 	if req.Auth != nil {
-		h := imageruntime.CredentialHash(*req.Auth)
+		h, _ := g.hashes.get(*req.Auth, hashCredential)
 		return credential{kind: CredentialPod, key: h, hash: h, auth: req.Auth}
 	}
 	if nc, ok := g.cfg.Node.forHost(host); ok {
-		auth := nc.auth
-		return credential{kind: CredentialNode, key: CredentialNode + ":" + nc.hash, hash: nc.hash, auth: &auth}
+		return credential{kind: CredentialNode, key: nc.key, hash: nc.hash, auth: nc.auth}
 	}
 	return credential{kind: CredentialAnonymous, key: CredentialAnonymous}
 }
@@ -184,7 +186,7 @@ func (c credential) records(pod Pod) *accessor.ImagePullCredentials {
 func (g *Gate) Admit(ctx context.Context, req Request) (Admission, error) {
 	logger := klog.FromContext(ctx)
 	pod := klog.KRef(req.Pod.Namespace, req.Pod.Name)
-	p, err := parseImage(req.Image)
+	p, err := g.images.get(req.Image, parseImage)
 	if err != nil {
 		g.cfg.Metrics.result(ResultInvalid)
 		refusal := &RefusalError{Image: req.Image, Pod: req.Pod, Err: fmt.Errorf("%w: %v", ErrInvalidImage, err)}
@@ -263,7 +265,7 @@ func (g *Gate) PullSucceeded(ctx context.Context, req Request, imageRef string) 
 	if imageRef == "" {
 		return
 	}
-	p, err := parseImage(req.Image)
+	p, err := g.images.get(req.Image, parseImage)
 	if err != nil {
 		return
 	}

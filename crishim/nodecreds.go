@@ -21,8 +21,9 @@ type NodeCredentials struct {
 }
 
 type nodeCredential struct {
-	auth imageruntime.AuthConfig
-	hash string // imageruntime.CredentialHash(auth)
+	auth *imageruntime.AuthConfig // never modified once parsed
+	hash string                   // imageruntime.CredentialHash(*auth)
+	key  string                   // the stamps' Key.Credential: CredentialNode + ":" + hash
 }
 
 // dockerConfig is the part of a Docker config JSON used here.
@@ -72,12 +73,13 @@ func ParseNodeCredentials(dockerConfigJSON []byte) (*NodeCredentials, error) {
 			continue // an entry without a credential (a credential store's placeholder)
 		}
 		if prev, ok := c.byHost[host]; ok {
-			if prev.auth != auth {
+			if *prev.auth != auth {
 				return nil, fmt.Errorf("%w: registry keys %q and %q both name %s, with different credentials", ErrInvalidNodeCredentials, from[host], key, host)
 			}
 			continue
 		}
-		c.byHost[host] = nodeCredential{auth: auth, hash: imageruntime.CredentialHash(auth)}
+		h := imageruntime.CredentialHash(auth)
+		c.byHost[host] = nodeCredential{auth: &auth, hash: h, key: CredentialNode + ":" + h}
 		from[host] = key
 	}
 	return c, nil
@@ -150,7 +152,7 @@ func (c *NodeCredentials) For(image string) *imageruntime.AuthConfig {
 	if !ok {
 		return nil
 	}
-	a := nc.auth
+	a := *nc.auth
 	return &a
 }
 
