@@ -113,7 +113,7 @@ func TestShimStopsTheBypass(t *testing.T) {
 	}{{"shim-b1", n1}, {"shim-b2", n2}} {
 		s.createPod(t, ctx, podSpec{ns: "tenant-b", name: p.name, node: p.node.Name, image: s.private})
 		s.waitPod(t, ctx, p.node, "tenant-b", p.name, "refused (ErrImagePull/ImagePullBackOff)", pullRefused(t))
-		msg := s.refusalNaming(t, ctx, "tenant-b", p.name, s.origin.Host, "denied", "unauthorized", "401")
+		msg := s.refusalNaming(t, ctx, "tenant-b", p.name, s.private, s.origin.Host, "denied", "unauthorized", "401")
 		t.Logf("%s: %s", p.name, msg)
 	}
 
@@ -228,7 +228,7 @@ func TestShimKilledDuringVerification(t *testing.T) {
 	s.waitPod(t, ctx, n, "tenant-a", "kill-a", "Succeeded after the shim's restart", succeeded(t))
 	s.waitPod(t, ctx, n, "tenant-b", "kill-b", "refused", pullRefused(t))
 	// Once more after tenant A's success: still refused, never run.
-	s.refusalNaming(t, ctx, "tenant-b", "kill-b", slow.host(), "denied", "unauthorized", "401")
+	s.refusalNaming(t, ctx, "tenant-b", "kill-b", image, slow.host(), "denied", "unauthorized", "401")
 	s.waitPod(t, ctx, n, "tenant-b", "kill-b", "still refused", pullRefused(t))
 
 	shim.stop()
@@ -266,6 +266,6 @@ func TestShimOriginDown(t *testing.T) {
 
 	s.createPod(t, ctx, podSpec{ns: "tenant-a", name: "down-a", node: n.Name, image: image, secret: "regcred-down"})
 	s.waitPod(t, ctx, n, "tenant-a", "down-a", "refused (origin down)", pullRefused(t))
-	msg := s.refusalNaming(t, ctx, "tenant-a", "down-a", down.Host, "unreachable", "connection refused", "unavailable")
+	msg := s.refusalNaming(t, ctx, "tenant-a", "down-a", image, down.Host, "unreachable", "connection refused", "unavailable")
 	t.Logf("refusal with the origin down: %s", msg)
 }

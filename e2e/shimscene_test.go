@@ -371,17 +371,17 @@ func (s *shimScene) podEvents(t *testing.T, ctx context.Context, ns, name, reaso
 	return out
 }
 
-// refusalNaming waits until a Failed event of the pod carries the CRI
-// error of a refused pull whose message names host and a reason, and
-// returns it.
-func (s *shimScene) refusalNaming(t *testing.T, ctx context.Context, ns, name, host string, reasons ...string) string {
+// refusalNaming waits until a Failed event of the pod carries the error of
+// a refused pull of image that names host and one of reasons outside the
+// image reference itself (which names the host anyway), and returns it.
+func (s *shimScene) refusalNaming(t *testing.T, ctx context.Context, ns, name, image, host string, reasons ...string) string {
 	t.Helper()
 	var last []string
 	for i := 0; i < 300; i++ {
 		last = s.podEvents(t, ctx, ns, name, "Failed")
 		for _, m := range last {
-			_, desc, ok := strings.Cut(m, "desc = ")
-			if !ok || !strings.Contains(desc, host) {
+			desc := strings.ReplaceAll(m, image, "")
+			if !strings.Contains(desc, host) {
 				continue
 			}
 			for _, r := range reasons {
