@@ -148,7 +148,10 @@ func TestShimStopsTheBypass(t *testing.T) {
 	if pulls := len(s.podEvents(t, ctx, "tenant-a", "shim-always", "Pulling")); pulls == 0 || pullsBefore == 0 {
 		t.Errorf("no Pulling events for the Always pod (%d, %d): the kubelet did not ask to pull", pullsBefore, pulls)
 	}
+	// fsck reads the records the shims kept, each shim stopped first so
+	// that no write is under way; the kubelets stop in the clean-up.
 	for name, p := range shims {
+		p.stop()
 		if code, out, err := p.fsck(ctx); err != nil || code != 0 {
 			t.Errorf("shim %s: pullrecords fsck = %d, %v:\n%s", name, code, err, out)
 		}
