@@ -32,6 +32,13 @@ type ContainerdOptions struct {
 	// InsecureRegistries are registry hosts (host:port) containerd reaches
 	// over plain HTTP.
 	InsecureRegistries []string
+	// RegistryHosts, when not empty, switch containerd's CRI registry
+	// configuration to hosts.toml files (config_path = Dir/certs.d, one
+	// <Host>/hosts.toml per entry), which is what mirrors need; the
+	// InsecureRegistries not named here get a hosts.toml of their own
+	// (server = "http://<host>", no mirror), since containerd refuses its
+	// older registry.mirrors section together with config_path.
+	RegistryHosts []RegistryHost
 	// ParentDir holds the containerd's directory (default os.TempDir()).
 	// Keep it short: the socket paths must stay under 108 bytes.
 	ParentDir string
@@ -198,8 +205,16 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     bin_dir = %s
     conf_dir = %s
 `, q(c.runcRoot), q(cniBin), q(cniConf))
-	for _, h := range c.opts.InsecureRegistries {
-		fmt.Fprintf(&b, "  [plugins.\"io.containerd.grpc.v1.cri\".registry.mirrors.%s]\n    endpoint = [%s]\n", q(h), q("http://"+h))
+	if len(c.opts.RegistryHosts) > 0 {
+		certsD, err := writeHostsTOML(c.Dir, c.opts.RegistryHosts, c.opts.InsecureRegistries)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "  [plugins.\"io.containerd.grpc.v1.cri\".registry]\n    config_path = %s\n", q(certsD))
+	} else {
+		for _, h := range c.opts.InsecureRegistries {
+			fmt.Fprintf(&b, "  [plugins.\"io.containerd.grpc.v1.cri\".registry.mirrors.%s]\n    endpoint = [%s]\n", q(h), q("http://"+h))
+		}
 	}
 	return os.WriteFile(filepath.Join(cd, "config.toml"), []byte(b.String()), 0o644)
 }

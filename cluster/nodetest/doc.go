@@ -43,6 +43,18 @@
 //     appended to that file.
 //   - PushImage is reproducible: the same files and entrypoint give the same
 //     manifest digest.
+//   - With RegistryHosts (NodeOptions or ContainerdOptions), containerd
+//     reads its registry configuration from hosts.toml files only
+//     (config_path), one per registry host and per insecure registry, and
+//     asks a host's mirrors first; without them the configuration is the
+//     registry.mirrors section, as before.
+//   - NodeOptions.RuntimeEndpoint puts whatever the caller starts (a CRI
+//     proxy) between the kubelet and containerd: the kubelet's runtime and
+//     image endpoints are the returned one, Node.CRIEndpoint stays
+//     containerd's own.
+//   - Registry.Requests lists every request the registry served (method,
+//     path, status, user agent), from its access log;
+//     StartRegistryWithOptions also starts pull-through caches.
 //
 // What it does not guarantee:
 //   - It needs root, the Debian packages containerd (1.6, also provides
@@ -65,6 +77,12 @@
 //     through the mirrors of NodeOptions or ContainerdOptions
 //     InsecureRegistries); htpasswd registries use basic auth without a
 //     token server, with the password hashed at bcrypt's minimum cost.
+//   - Registry.Requests sees a request only once the registry has logged
+//     it, a moment after the client got its answer: poll, or read it after
+//     the next step of the test. A pull-through cache of docker-registry
+//     2.8.2 sends no credentials to a remote that asks for basic auth
+//     (htpasswd), see RegistryProxy. A process started by RuntimeEndpoint
+//     is the caller's to stop; Node.Stop does not know it.
 //   - A Containerd started alone has no sandbox image unless
 //     ContainerdOptions.SandboxImage names one, so it can pull images but
 //     not run pods.

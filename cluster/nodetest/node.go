@@ -50,6 +50,16 @@ type NodeOptions struct {
 	// InsecureRegistries are registry hosts (host:port) containerd reaches
 	// over plain HTTP.
 	InsecureRegistries []string
+	// RegistryHosts configure containerd's registry hosts (mirrors) through
+	// hosts.toml files; see ContainerdOptions.RegistryHosts.
+	RegistryHosts []RegistryHost
+	// RuntimeEndpoint, if set, is called once the node's containerd is up
+	// and before the kubelet starts, with containerd's CRI endpoint; the
+	// kubelet's container runtime and image service endpoint is what it
+	// returns (a CRI proxy in front of containerd, which the function has
+	// started and which must answer by the time it returns). An error
+	// fails StartNode. Nil: the kubelet talks to containerd directly.
+	RuntimeEndpoint func(ctx context.Context, containerdEndpoint string) (string, error)
 	// Labels are set on the Node (kubelet --node-labels).
 	Labels map[string]string
 	// ParentDir holds the node's directory (default os.TempDir()). Keep it
@@ -79,6 +89,9 @@ type Node struct {
 	RootDir string
 	// CRIEndpoint is containerd's CRI endpoint, unix://<socket>.
 	CRIEndpoint string
+	// KubeletEndpoint is the CRI endpoint the kubelet uses: CRIEndpoint,
+	// or what NodeOptions.RuntimeEndpoint returned.
+	KubeletEndpoint string
 	// NodeIP is the node's InternalIP; KubeletPort its kubelet's HTTPS port
 	// there, HealthzPort the kubelet's healthz port on 127.0.0.1.
 	NodeIP      string
@@ -194,6 +207,7 @@ func StartNode(ctx context.Context, opts NodeOptions) (_ *Node, err error) {
 		Name:               opts.Name,
 		SandboxImage:       opts.SandboxImage,
 		InsecureRegistries: opts.InsecureRegistries,
+		RegistryHosts:      opts.RegistryHosts,
 		ParentDir:          opts.ParentDir,
 		LogDir:             opts.LogDir,
 	})
@@ -201,20 +215,28 @@ func StartNode(ctx context.Context, opts NodeOptions) (_ *Node, err error) {
 		return nil, fmt.Errorf("node %s: %w", opts.Name, err)
 	}
 	n := &Node{
-		Name:        opts.Name,
-		Dir:         cd.Dir,
-		RootDir:     filepath.Join(cd.Dir, "kubelet"),
-		CRIEndpoint: cd.CRIEndpoint,
-		NodeIP:      opts.NodeIP,
-		Bridge:      cd.Bridge,
-		opts:        opts,
-		containerd:  cd,
+		Name:            opts.Name,
+		Dir:             cd.Dir,
+		RootDir:         filepath.Join(cd.Dir, "kubelet"),
+		CRIEndpoint:     cd.CRIEndpoint,
+		KubeletEndpoint: cd.CRIEndpoint,
+		NodeIP:          opts.NodeIP,
+		Bridge:          cd.Bridge,
+		opts:            opts,
+		containerd:      cd,
 	}
 	defer func() {
 		if err != nil {
 			n.Stop()
 		}
 	}()
+	if opts.RuntimeEndpoint != nil {
+		ep, err := opts.RuntimeEndpoint(ctx, cd.CRIEndpoint)
+		if err != nil {
+			return nil, fmt.Errorf("node %s: RuntimeEndpoint: %w", opts.Name, err)
+		}
+		n.KubeletEndpoint = ep
+	}
 	if err := n.writeKubeletConfig(); err != nil {
 		return nil, err
 	}
@@ -273,7 +295,8 @@ port: %d
 healthzBindAddress: 127.0.0.1
 healthzPort: %d
 podLogsDir: %q
-`, n.NodeIP, n.KubeletPort, n.HealthzPort, filepath.Join(n.Dir, "pod-logs"))
+imageServiceEndpoint: %q
+`, n.NodeIP, n.KubeletPort, n.HealthzPort, filepath.Join(n.Dir, "pod-logs"), n.KubeletEndpoint)
 	cfgPath := filepath.Join(n.Dir, "kubelet-config.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return err
@@ -281,7 +304,7 @@ podLogsDir: %q
 	n.kubeletArgs = []string{
 		"--kubeconfig=" + kubeconfig,
 		"--config=" + cfgPath,
-		"--container-runtime-endpoint=" + n.CRIEndpoint,
+		"--container-runtime-endpoint=" + n.KubeletEndpoint,
 		"--root-dir=" + n.RootDir,
 		"--cert-dir=" + filepath.Join(n.Dir, "kubelet-certs"),
 		"--hostname-override=" + n.Name,
