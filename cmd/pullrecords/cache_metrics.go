@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// metricsServer serves /metrics (every collector of the image cache
-// manager, in a registry of its own) and /healthz for "cache run".
+// metricsServer serves /metrics (the collectors of one command, in a
+// registry of its own) and /healthz, for "cache run" and "shim".
 type metricsServer struct {
 	srv     *http.Server
 	addr    string
@@ -30,6 +30,12 @@ func startMetrics(addr string, collectors []prometheus.Collector) (*metricsServe
 			return nil, fmt.Errorf("registering the image cache metrics: %w", err)
 		}
 	}
+	return startMetricsRegistry(addr, reg)
+}
+
+// startMetricsRegistry serves reg's collectors on addr's /metrics, and
+// /healthz, until stop.
+func startMetricsRegistry(addr string, reg *prometheus.Registry) (*metricsServer, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)

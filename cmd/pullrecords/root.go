@@ -131,6 +131,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newCacheCmd(g),
 		newControllerCmd(g),
 		newAgentCmd(g),
+		newShimCmd(g),
 		newVersionCmd(g),
 	)
 	setVersionFlag(root)
