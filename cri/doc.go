@@ -1,7 +1,7 @@
 // Package cri adapts a CRI v1 image service (k8s.io/cri-api runtime.v1,
 // gRPC over a unix socket) to the small image interfaces of this module, in
-// imageruntime's types (which pullmanager names by aliases): ListImages
-// satisfies imageruntime.ImageLister (pullmanager.ImageLister), and
+// imageruntime's types: ListImages satisfies imageruntime.ImageLister (what
+// pullmanager.NewImagePullManager takes), and
 // *ImageService satisfies imagecache.ImageService (ImageStatus, PullImage,
 // RemoveImage). cri imports imageruntime only, never pullmanager or
 // imagecache, so imagecache stays free of gRPC.

@@ -17,6 +17,7 @@ import (
 	"github.com/pullrecords/pullrecords/cri"
 	"github.com/pullrecords/pullrecords/fsstore"
 	"github.com/pullrecords/pullrecords/imagecache"
+	"github.com/pullrecords/pullrecords/imageruntime"
 	"github.com/pullrecords/pullrecords/pullmanager"
 )
 
@@ -94,8 +95,8 @@ func (n *node) requireAbsent(t *testing.T, ctx context.Context, images ...string
 	}
 }
 
-func (n *node) auth() *pullmanager.AuthConfig {
-	return &pullmanager.AuthConfig{Username: n.env.user, Password: n.env.pass}
+func (n *node) auth() *imageruntime.AuthConfig {
+	return &imageruntime.AuthConfig{Username: n.env.user, Password: n.env.pass}
 }
 
 func podCreds(secrets ...accessor.ImagePullSecret) pullmanager.GetPodCredentials {
@@ -105,7 +106,7 @@ func podCreds(secrets ...accessor.ImagePullSecret) pullmanager.GetPodCredentials
 }
 
 func (e *env) secretHash() string {
-	return pullmanager.CredentialHash(pullmanager.AuthConfig{Username: e.user, Password: e.pass})
+	return imageruntime.CredentialHash(imageruntime.AuthConfig{Username: e.user, Password: e.pass})
 }
 
 func TestTenantIsolationOnAPrivateImage(t *testing.T) {
@@ -176,7 +177,7 @@ func TestTenantIsolationOnAPrivateImage(t *testing.T) {
 	}
 	// A secret with other content must pull.
 	secretC := accessor.ImagePullSecret{UID: "uid-c", Namespace: "tenant-b", Name: "other",
-		CredentialHash: pullmanager.CredentialHash(pullmanager.AuthConfig{Username: e.user, Password: "wrong"})}
+		CredentialHash: imageruntime.CredentialHash(imageruntime.AuthConfig{Username: e.user, Password: "wrong"})}
 	if must, err := n.pulls.MustAttemptImagePull(ctx, image, ref, podCreds(secretC)); err != nil || !must {
 		t.Errorf("tenant B with another credential: MustAttemptImagePull = %t, %v; want true", must, err)
 	}
@@ -370,7 +371,7 @@ func (g *gatedImages) gate(image string) *gate {
 	return gt
 }
 
-func (g *gatedImages) PullImage(ctx context.Context, image string, auth *pullmanager.AuthConfig) (string, error) {
+func (g *gatedImages) PullImage(ctx context.Context, image string, auth *imageruntime.AuthConfig) (string, error) {
 	g.mu.Lock()
 	gt := g.gates[image]
 	delete(g.gates, image)

@@ -10,14 +10,14 @@ import (
 
 	"github.com/pullrecords/pullrecords/cri"
 	"github.com/pullrecords/pullrecords/imagecache"
-	"github.com/pullrecords/pullrecords/pullmanager"
+	"github.com/pullrecords/pullrecords/imageruntime"
 )
 
 // *cri.ImageService is what the image cache manager and the pull manager
 // are given on a node.
 var (
-	_ imagecache.ImageService = (*cri.ImageService)(nil)
-	_ pullmanager.ImageLister = (*cri.ImageService)(nil)
+	_ imagecache.ImageService  = (*cri.ImageService)(nil)
+	_ imageruntime.ImageLister = (*cri.ImageService)(nil)
 )
 
 // TestImagecacheReadsCallErrors checks that imagecache, which does not import

@@ -38,7 +38,7 @@
 // # The image service
 //
 // The manager talks to the runtime through ImageService, whose methods use
-// only pullmanager's types (pullmanager.Image, pullmanager.AuthConfig), so
+// only imageruntime's types (imageruntime.Image, imageruntime.AuthConfig), so
 // this package does not depend on the CRI or gRPC: *cri.ImageService
 // satisfies it, and a runtime shim can pass its own client instead.
 //

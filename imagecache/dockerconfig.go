@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/pullrecords/pullrecords/accessor"
+	"github.com/pullrecords/pullrecords/imageruntime"
 	"github.com/pullrecords/pullrecords/pullmanager"
 )
 
@@ -461,7 +462,7 @@ func validatePullSecret(ref CacheRef, s *PullSecret) error {
 // pullCredential is one credential a pull may try, and the secret a pull
 // made with it is recorded for.
 type pullCredential struct {
-	auth   pullmanager.AuthConfig
+	auth   imageruntime.AuthConfig
 	secret accessor.ImagePullSecret
 	// entry is the docker config key it came from; "" for inline
 	// credentials.
@@ -490,7 +491,7 @@ func resolveCredentials(s *PullSecret, image string) ([]pullCredential, error) {
 	secret := accessor.ImagePullSecret{UID: s.UID, Namespace: s.Namespace, Name: s.Name}
 	if s.DockerConfigPath == "" {
 		secret.CredentialHash = credentialHash(s)
-		return []pullCredential{{auth: pullmanager.AuthConfig{Username: s.Username, Password: s.Password}, secret: secret}}, nil
+		return []pullCredential{{auth: imageruntime.AuthConfig{Username: s.Username, Password: s.Password}, secret: secret}}, nil
 	}
 	who := "pull secret " + s.Namespace + "/" + s.Name
 	entries, file, err := readDockerConfig(s.DockerConfigPath)
@@ -512,7 +513,7 @@ func resolveCredentials(s *PullSecret, image string) ([]pullCredential, error) {
 	for _, c := range found {
 		sec := secret
 		sec.CredentialHash = credentialHash(&PullSecret{Username: c.Username, Password: c.Password, Email: c.Email})
-		out = append(out, pullCredential{auth: pullmanager.AuthConfig{Username: c.Username, Password: c.Password}, secret: sec, entry: c.entry})
+		out = append(out, pullCredential{auth: imageruntime.AuthConfig{Username: c.Username, Password: c.Password}, secret: sec, entry: c.entry})
 	}
 	return out, nil
 }

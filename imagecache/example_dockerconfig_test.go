@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/pullrecords/pullrecords/imagecache"
+	"github.com/pullrecords/pullrecords/imageruntime"
 	"github.com/pullrecords/pullrecords/memstore"
 	"github.com/pullrecords/pullrecords/pullmanager"
 )
@@ -85,7 +86,7 @@ func ExamplePullSecret_dockerConfigPath() {
 	if err != nil {
 		panic(err)
 	}
-	kubeletHash := pullmanager.CredentialHash(pullmanager.AuthConfig{Username: "robot", Password: "not-printed"})
+	kubeletHash := imageruntime.CredentialHash(imageruntime.AuthConfig{Username: "robot", Password: "not-printed"})
 	for _, r := range recs {
 		for name, c := range r.CredentialMapping {
 			for _, s := range c.KubernetesSecrets {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/pullrecords/pullrecords/cri"
 	"github.com/pullrecords/pullrecords/cri/critest"
-	"github.com/pullrecords/pullrecords/pullmanager"
+	"github.com/pullrecords/pullrecords/imageruntime"
 )
 
 // imageID is the ID the fake runtime gives image when it is pulled or
@@ -162,7 +162,7 @@ type selfClassified struct {
 	as serviceError
 }
 
-func (s selfClassified) PullImage(ctx context.Context, image string, auth *pullmanager.AuthConfig) (string, error) {
+func (s selfClassified) PullImage(ctx context.Context, image string, auth *imageruntime.AuthConfig) (string, error) {
 	ref, err := s.ImageService.PullImage(ctx, image, auth)
 	if err != nil {
 		e := s.as

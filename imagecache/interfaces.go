@@ -3,7 +3,7 @@ package imagecache
 import (
 	"context"
 
-	"github.com/pullrecords/pullrecords/pullmanager"
+	"github.com/pullrecords/pullrecords/imageruntime"
 )
 
 // ImageService is the part of a container runtime's image service the
@@ -13,11 +13,11 @@ import (
 type ImageService interface {
 	// ImageStatus returns the image the runtime resolves image to, or nil
 	// when the runtime does not have it.
-	ImageStatus(ctx context.Context, image string) (*pullmanager.Image, error)
+	ImageStatus(ctx context.Context, image string) (*imageruntime.Image, error)
 	// PullImage pulls image with the registry credential auth (nil for an
 	// anonymous pull) and returns its imageRef. The manager sets only
 	// Username and Password.
-	PullImage(ctx context.Context, image string, auth *pullmanager.AuthConfig) (string, error)
+	PullImage(ctx context.Context, image string, auth *imageruntime.AuthConfig) (string, error)
 	// RemoveImage removes image; removing an absent image is not an error.
 	RemoveImage(ctx context.Context, image string) error
 }

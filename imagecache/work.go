@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/pullrecords/pullrecords/accessor"
+	"github.com/pullrecords/pullrecords/imageruntime"
 	"github.com/pullrecords/pullrecords/pullmanager"
 )
 
@@ -312,7 +313,7 @@ func (m *Manager) pullWith(ctx context.Context, logger klog.Logger, image string
 }
 
 // criPull makes one CRI pull and counts it.
-func (m *Manager) criPull(ctx context.Context, image string, auth *pullmanager.AuthConfig) (string, error) {
+func (m *Manager) criPull(ctx context.Context, image string, auth *imageruntime.AuthConfig) (string, error) {
 	start := m.clock.Now()
 	ref, err := m.images.PullImage(ctx, image, auth)
 	elapsed := m.clock.Since(start).Seconds()

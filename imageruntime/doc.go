@@ -5,8 +5,7 @@
 // nothing else of this module, so an adapter to a runtime (package cri)
 // depends on it alone, not on the pull manager.
 //
-// pullmanager keeps its names for them as aliases (pullmanager.Image,
-// pullmanager.ImageLister, pullmanager.AuthConfig) and a
-// pullmanager.CredentialHash that calls this package's, so either spelling
-// works.
+// These are the only spelling of these types in the repository: the pull
+// manager, the image cache, the adapters and the commands all name them
+// here (pullmanager has no aliases for them).
 package imageruntime

@@ -3,7 +3,6 @@ package kubeletadapter
 import (
 	"context"
 	"errors"
-	"fmt"
 	"path/filepath"
 	"time"
 
@@ -16,8 +15,9 @@ import (
 
 	"github.com/pullrecords/pullrecords/accessor"
 	"github.com/pullrecords/pullrecords/fsstore"
-	"github.com/pullrecords/pullrecords/memstore"
+	"github.com/pullrecords/pullrecords/imageruntime"
 	"github.com/pullrecords/pullrecords/pullmanager"
+	"github.com/pullrecords/pullrecords/recordsdir"
 )
 
 // ImagePullManager is the kubelet's pullmanager.ImagePullManager backed by
@@ -27,8 +27,7 @@ import (
 type ImagePullManager struct {
 	manager *pullmanager.PullManager
 	metrics *pullmanager.Metrics
-	store   *fsstore.Store
-	cache   *memstore.Cache
+	records *recordsdir.Records
 }
 
 var _ upstream.ImagePullManager = (*ImagePullManager)(nil)
@@ -38,11 +37,11 @@ func (a *ImagePullManager) Metrics() *pullmanager.Metrics { return a.metrics }
 
 // Records returns the accessor the manager keeps its records in: the cache
 // over the directory store.
-func (a *ImagePullManager) Records() accessor.PullRecordsAccessor { return a.cache }
+func (a *ImagePullManager) Records() accessor.PullRecordsAccessor { return a.records.Accessor() }
 
 // Close releases the directory store opened by NewForKubelet. The manager
 // must not be used afterwards.
-func (a *ImagePullManager) Close() error { return a.store.Close() }
+func (a *ImagePullManager) Close() error { return a.records.Close() }
 
 func (a *ImagePullManager) RecordPullIntent(logger klog.Logger, image string) error {
 	return a.manager.RecordPullIntent(logger, image)
@@ -75,8 +74,8 @@ func (a *ImagePullManager) PruneUnknownRecords(ctx context.Context, imageList []
 }
 
 // newImageLister presents the kubelet's image service (the runtime manager)
-// as the library's pullmanager.ImageLister.
-func newImageLister(images kubecontainer.ImageService) pullmanager.ImageLister {
+// as the library's imageruntime.ImageLister.
+func newImageLister(images kubecontainer.ImageService) imageruntime.ImageLister {
 	if images == nil {
 		return nil
 	}
@@ -87,14 +86,14 @@ type imageLister struct {
 	images kubecontainer.ImageService
 }
 
-func (l imageLister) ListImages(ctx context.Context) ([]pullmanager.Image, error) {
+func (l imageLister) ListImages(ctx context.Context) ([]imageruntime.Image, error) {
 	in, err := l.images.ListImages(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]pullmanager.Image, len(in))
+	out := make([]imageruntime.Image, len(in))
 	for i, img := range in {
-		out[i] = pullmanager.Image{ID: img.ID, RepoTags: img.RepoTags, RepoDigests: img.RepoDigests}
+		out[i] = imageruntime.Image{ID: img.ID, RepoTags: img.RepoTags, RepoDigests: img.RepoDigests}
 	}
 	return out, nil
 }
@@ -128,10 +127,11 @@ func WithStoreOptions(opts ...fsstore.Option) Option {
 // computes (maxParallelPulls = *maxParallelImagePulls or 0, intent cache
 // max(2*maxPods, 2*maxParallelPulls), record cache 5*maxPods).
 //
-// It opens fsstore in <rootDirectory>/image_manager (the kubelet's files,
-// read and written in the kubelet's format), puts a memstore.NewCache in
-// front of it (unbounded: the two cache sizes only scale the in-memory usage
-// gauges, see pullmanager.Metrics.SetNominalCacheSizes), and runs
+// It opens the records with recordsdir.Open: fsstore in
+// <rootDirectory>/image_manager (the kubelet's files, read and written in
+// the kubelet's format), a memstore.NewCache in front of it (unbounded: the
+// two cache sizes only scale the in-memory usage gauges, see
+// pullmanager.Metrics.SetNominalCacheSizes), and
 // pullmanager.NewImagePullManager, whose start-up recovery lists the
 // runtime's images once if intents were left over. maxParallelPulls raises
 // the lock stripe count above the library default when larger. Errors from
@@ -150,15 +150,6 @@ func NewForKubelet(ctx context.Context, rootDirectory string, policy upstream.Im
 	for _, opt := range opts {
 		opt(&o)
 	}
-	store, err := fsstore.New(logger, rootDirectory, o.storeOptions...)
-	if err != nil {
-		return nil, fmt.Errorf("failed to open the image pull records: %w", err)
-	}
-	cache, err := memstore.NewCache(logger, store)
-	if err != nil {
-		_ = store.Close()
-		return nil, fmt.Errorf("failed to set up the image pull records cache: %w", err)
-	}
 	var metrics *pullmanager.Metrics
 	if o.registerer != nil {
 		metrics = pullmanager.NewMetrics()
@@ -168,10 +159,10 @@ func NewForKubelet(ctx context.Context, rootDirectory string, policy upstream.Im
 	if maxParallelPulls > defaultLockStripes {
 		mopts = append(mopts, pullmanager.WithLockStripes(int(maxParallelPulls)))
 	}
-	m, err := pullmanager.NewImagePullManager(ctx, cache, policy, newImageLister(images), mopts...)
+	records, err := recordsdir.Open(ctx, rootDirectory, policy, newImageLister(images),
+		recordsdir.WithStoreOptions(o.storeOptions...), recordsdir.WithManagerOptions(mopts...))
 	if err != nil {
-		_ = store.Close()
-		return nil, fmt.Errorf("failed to create image pull manager: %w", err)
+		return nil, err
 	}
 	if metrics != nil {
 		if err := SwapKubeletMetrics(o.registerer, metrics, false); err != nil {
@@ -182,7 +173,7 @@ func NewForKubelet(ctx context.Context, rootDirectory string, policy upstream.Im
 	// stock kubelet's and a fork's logs otherwise look alike.
 	logger.Info("Image pull manager: pullrecords library", "module", libraryModule, "version", libraryVersion(),
 		"records", filepath.Join(rootDirectory, fsstore.DirName), "deliberateDifferences", "none turned on")
-	return &ImagePullManager{manager: m, metrics: metrics, store: store, cache: cache}, nil
+	return &ImagePullManager{manager: records.Manager(), metrics: metrics, records: records}, nil
 }
 
 // defaultLockStripes is the library manager's default stripe count

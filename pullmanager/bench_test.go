@@ -18,6 +18,7 @@ import (
 
 	"github.com/pullrecords/pullrecords/accessor"
 	"github.com/pullrecords/pullrecords/fsstore"
+	"github.com/pullrecords/pullrecords/imageruntime"
 	"github.com/pullrecords/pullrecords/memstore"
 )
 
@@ -387,7 +388,7 @@ func BenchmarkStartup(b *testing.B) {
 	dir := fixture(b, 10_000, 100)
 	ctx := logr.NewContext(context.Background(), logr.Discard())
 	policy, _ := NewImagePullCredentialVerificationPolicy(NeverVerifyPreloadedImages, nil)
-	runtime := &fakeImages{images: []Image{{ID: "sha256:other", RepoTags: []string{"docker.io/library/other:1"}}}}
+	runtime := &fakeImages{images: []imageruntime.Image{{ID: "sha256:other", RepoTags: []string{"docker.io/library/other:1"}}}}
 	b.ReportAllocs()
 	for b.Loop() {
 		fs, err := fsstore.New(logr.Discard(), dir, fsstore.WithoutSync())

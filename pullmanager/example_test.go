@@ -9,14 +9,15 @@ import (
 
 	"github.com/pullrecords/pullrecords/accessor"
 	"github.com/pullrecords/pullrecords/fsstore"
+	"github.com/pullrecords/pullrecords/imageruntime"
 	"github.com/pullrecords/pullrecords/memstore"
 	"github.com/pullrecords/pullrecords/pullmanager"
 )
 
 // runtimeImages stands in for the container runtime's image list.
-type runtimeImages []pullmanager.Image
+type runtimeImages []imageruntime.Image
 
-func (r runtimeImages) ListImages(context.Context) ([]pullmanager.Image, error) { return r, nil }
+func (r runtimeImages) ListImages(context.Context) ([]imageruntime.Image, error) { return r, nil }
 
 // The kubelet flow: record the intent, pull, record the pull with the
 // credential that was used, then check another pod's access.
@@ -43,7 +44,7 @@ func Example_kubeletFlow() {
 	const image, imageRef = "registry.example/team/app:v1", "sha256:1234"
 	teamSecret := accessor.ImagePullSecret{
 		UID: "9d2c", Namespace: "team", Name: "regcred",
-		CredentialHash: pullmanager.CredentialHash(pullmanager.AuthConfig{Username: "team", Password: "s3cret"}),
+		CredentialHash: imageruntime.CredentialHash(imageruntime.AuthConfig{Username: "team", Password: "s3cret"}),
 	}
 
 	// Pull with the team's secret.
@@ -69,44 +70,4 @@ func Example_kubeletFlow() {
 	// Output:
 	// team pod must pull: false
 	// other pod must pull: true
-}
-
-// A runtime shim enforces the same policy without the kubelet: it keeps the
-// records in memory (or on disk), records the pulls it performs, and asks
-// before serving an image that is already present.
-func Example_runtimeShim() {
-	ctx := context.Background()
-	logger := logr.Discard()
-	records, _ := memstore.NewCache(logger, memstore.New())
-	policy, _ := pullmanager.NewImagePullCredentialVerificationPolicy(pullmanager.NeverVerifyAllowlistedImages,
-		[]string{"registry.k8s.io/*"})
-	manager, _ := pullmanager.NewImagePullManager(ctx, records, policy, nil)
-
-	// The shim pulled a private image with a service account token.
-	builder := accessor.ImagePullServiceAccount{UID: "77aa", Namespace: "ci", Name: "builder"}
-	_ = manager.RecordPullIntent(logger, "private.example/ci/runner:5")
-	manager.RecordImagePulled(ctx, "private.example/ci/runner:5", "sha256:5555",
-		&accessor.ImagePullCredentials{KubernetesServiceAccounts: []accessor.ImagePullServiceAccount{builder}})
-
-	asServiceAccount := func(sa *accessor.ImagePullServiceAccount) pullmanager.GetPodCredentials {
-		return func() ([]accessor.ImagePullSecret, *accessor.ImagePullServiceAccount, error) { return nil, sa, nil }
-	}
-	other := accessor.ImagePullServiceAccount{UID: "88bb", Namespace: "ci", Name: "default"}
-	for _, c := range []struct {
-		image, ref string
-		sa         *accessor.ImagePullServiceAccount
-	}{
-		{"private.example/ci/runner:5", "sha256:5555", &builder},
-		{"private.example/ci/runner:5", "sha256:5555", &other},
-		{"registry.k8s.io/pause:3.10", "sha256:pause", nil}, // allowlisted
-		{"private.example/ci/runner:6", "", &builder},       // not present
-	} {
-		mustPull, _ := manager.MustAttemptImagePull(ctx, c.image, c.ref, asServiceAccount(c.sa))
-		fmt.Printf("%s must pull: %v\n", c.image, mustPull)
-	}
-	// Output:
-	// private.example/ci/runner:5 must pull: false
-	// private.example/ci/runner:5 must pull: true
-	// registry.k8s.io/pause:3.10 must pull: false
-	// private.example/ci/runner:6 must pull: true
 }

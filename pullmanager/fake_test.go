@@ -10,6 +10,7 @@ import (
 
 	"github.com/pullrecords/pullrecords/accessor"
 	"github.com/pullrecords/pullrecords/accessor/accessortest"
+	"github.com/pullrecords/pullrecords/imageruntime"
 	"github.com/pullrecords/pullrecords/memstore"
 )
 
@@ -113,10 +114,12 @@ func onFirstCall(s *accessortest.FaultyAccessor, method string, fn func()) {
 	})
 }
 
-// fakeImages is an ImageLister over a fixed list.
+// fakeImages is an imageruntime.ImageLister over a fixed list.
 type fakeImages struct {
-	images []Image
+	images []imageruntime.Image
 	err    error
 }
 
-func (f *fakeImages) ListImages(_ context.Context) ([]Image, error) { return f.images, f.err }
+func (f *fakeImages) ListImages(_ context.Context) ([]imageruntime.Image, error) {
+	return f.images, f.err
+}

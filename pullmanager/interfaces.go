@@ -7,7 +7,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/pullrecords/pullrecords/accessor"
-	"github.com/pullrecords/pullrecords/imageruntime"
 )
 
 // ImagePullManager keeps track of image pulls and decides whether a pod must
@@ -40,13 +39,6 @@ type ImagePullManager interface {
 // whose token the pod would use for registry credentials (nil if none). It is
 // called lazily, only when a decision needs it.
 type GetPodCredentials func() ([]accessor.ImagePullSecret, *accessor.ImagePullServiceAccount, error)
-
-// Image is an image the container runtime has (imageruntime.Image).
-type Image = imageruntime.Image
-
-// ImageLister lists the images the container runtime has
-// (imageruntime.ImageLister).
-type ImageLister = imageruntime.ImageLister
 
 // ImagePullPolicyEnforcer decides whether credentials must be verified for an
 // image, given whether the kubelet (rather than a preloading step) pulled it.

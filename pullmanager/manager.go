@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/pullrecords/pullrecords/accessor"
+	"github.com/pullrecords/pullrecords/imageruntime"
 )
 
 // PullManager is the ImagePullManager that keeps its state in a
@@ -20,7 +21,7 @@ type PullManager struct {
 	peeker  accessor.RecordPeeker  // records, when it can hand out shared records
 	counter accessor.RecordCounter // records, when it can count cheaply
 	policy  ImagePullPolicyEnforcer
-	images  ImageLister
+	images  imageruntime.ImageLister
 
 	clock            clock.PassiveClock
 	metrics          *Metrics
@@ -60,7 +61,7 @@ var _ ImagePullManager = (*PullManager)(nil)
 //
 // It fails with ErrMissingDependency when records or policy is nil, and with
 // ErrInvalidOption when an option has a value it cannot use.
-func NewImagePullManager(ctx context.Context, records accessor.PullRecordsAccessor, policy ImagePullPolicyEnforcer, images ImageLister, opts ...Option) (*PullManager, error) {
+func NewImagePullManager(ctx context.Context, records accessor.PullRecordsAccessor, policy ImagePullPolicyEnforcer, images imageruntime.ImageLister, opts ...Option) (*PullManager, error) {
 	if records == nil {
 		return nil, fmt.Errorf("%w: records accessor is nil", ErrMissingDependency)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/pullrecords/pullrecords/accessor"
 	"github.com/pullrecords/pullrecords/accessor/accessortest"
 	"github.com/pullrecords/pullrecords/fsstore"
+	"github.com/pullrecords/pullrecords/imageruntime"
 	"github.com/pullrecords/pullrecords/memstore"
 )
 
@@ -289,16 +290,16 @@ func (s *switchPolicy) RequireCredentialVerificationForImage(image string, pulle
 
 type modelRuntime struct{ md *model }
 
-func (r modelRuntime) ListImages(context.Context) ([]Image, error) {
+func (r modelRuntime) ListImages(context.Context) ([]imageruntime.Image, error) {
 	byRef := map[string][]string{}
 	for _, im := range universe {
 		if r.md.present[im.canonical] && !contains(byRef[im.ref], im.canonical) {
 			byRef[im.ref] = append(byRef[im.ref], im.canonical)
 		}
 	}
-	var out []Image
+	var out []imageruntime.Image
 	for ref, tags := range byRef {
-		out = append(out, Image{ID: ref, RepoTags: tags})
+		out = append(out, imageruntime.Image{ID: ref, RepoTags: tags})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil

@@ -3,6 +3,8 @@ package pullmanager
 import (
 	"errors"
 	"testing"
+
+	"github.com/pullrecords/pullrecords/imageruntime"
 )
 
 func TestPolicies(t *testing.T) {
@@ -200,15 +202,15 @@ func TestNormalizeImageName(t *testing.T) {
 func TestCredentialHash(t *testing.T) {
 	// SHA-256 of {"username":"user","password":"pass","email":"a@b.c"}: only
 	// the set fields, in the struct's order.
-	got := CredentialHash(AuthConfig{Username: "user", Password: "pass", Email: "a@b.c"})
+	got := imageruntime.CredentialHash(imageruntime.AuthConfig{Username: "user", Password: "pass", Email: "a@b.c"})
 	const want = "180d02e7fe58cbdce366329c7f1f990597a4b0c783b87fd2bebd41598d423c80"
 	if got != want {
 		t.Fatalf("CredentialHash = %q, want %q", got, want)
 	}
-	if got2 := CredentialHash(AuthConfig{Username: "user", Password: "pass", Email: "a@b.c"}); got2 != got {
+	if got2 := imageruntime.CredentialHash(imageruntime.AuthConfig{Username: "user", Password: "pass", Email: "a@b.c"}); got2 != got {
 		t.Error("hash not deterministic")
 	}
-	if CredentialHash(AuthConfig{Username: "user", Password: "other"}) == got {
+	if imageruntime.CredentialHash(imageruntime.AuthConfig{Username: "user", Password: "other"}) == got {
 		t.Error("different credentials, same hash")
 	}
 }

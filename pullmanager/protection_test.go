@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/pullrecords/pullrecords/accessor"
+	"github.com/pullrecords/pullrecords/imageruntime"
 )
 
 // The kubernetes#138175 protection decides "pulled by the kubelet" per
@@ -41,7 +42,7 @@ func TestProtectionRecoveryOverRecordOfAnotherName(t *testing.T) {
 	store := newFaultyStore()
 	putRecords(t, store, protRecordY())
 	putIntents(t, store, protX)
-	images := &fakeImages{images: []Image{{ID: protR, RepoTags: []string{protX, protY}}}}
+	images := &fakeImages{images: []imageruntime.Image{{ID: protR, RepoTags: []string{protX, protY}}}}
 	m := newTestManagerWithImages(t, store.Accessor(), images, WithPreloadedImageProtection(true))
 	if hasIntent(t, store, protX) {
 		t.Fatal("the leftover intent was not recovered")
@@ -76,7 +77,7 @@ func TestProtectionNilCredentialsOverRecordOfAnotherName(t *testing.T) {
 func TestProtectionRecoveredRecordThenOtherName(t *testing.T) {
 	store := newFaultyStore()
 	putIntents(t, store, protX)
-	images := &fakeImages{images: []Image{{ID: protR, RepoTags: []string{protX}}}}
+	images := &fakeImages{images: []imageruntime.Image{{ID: protR, RepoTags: []string{protX}}}}
 	m := newTestManagerWithImages(t, store.Accessor(), images, WithPreloadedImageProtection(true))
 	ctx, logger := testCtx(t)
 	if err := m.RecordPullIntent(logger, protY); err != nil {
@@ -108,7 +109,7 @@ func TestNoProtectionKeepsUpstreamMerge(t *testing.T) {
 
 // newTestManagerWithImages is newTestManager with a runtime image list for
 // start-up recovery and the default policy.
-func newTestManagerWithImages(t *testing.T, store accessor.PullRecordsAccessor, images ImageLister, opts ...Option) *PullManager {
+func newTestManagerWithImages(t *testing.T, store accessor.PullRecordsAccessor, images imageruntime.ImageLister, opts ...Option) *PullManager {
 	t.Helper()
 	ctx, _ := testCtx(t)
 	m, err := NewImagePullManager(ctx, store, mustPolicy(t, NeverVerifyPreloadedImages), images, opts...)
@@ -134,7 +135,7 @@ func TestPreloadedProtectionKeepsEmptyMappingRecordsPulled(t *testing.T) {
 		if err := store.WriteImagePullIntent(logger, image); err != nil {
 			t.Fatal(err)
 		}
-		images := &fakeImages{images: []Image{{ID: ref, RepoTags: []string{image}}}}
+		images := &fakeImages{images: []imageruntime.Image{{ID: ref, RepoTags: []string{image}}}}
 		m, err := NewImagePullManager(ctx, store.Accessor(), mustPolicy(t, NeverVerifyPreloadedImages), images, WithPreloadedImageProtection(true))
 		if err != nil {
 			t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pullrecords/pullrecords/accessor"
 	"github.com/pullrecords/pullrecords/fsstore"
+	"github.com/pullrecords/pullrecords/imageruntime"
 )
 
 // gcRuntime is a runtime whose image set changes during a test.
@@ -22,14 +23,14 @@ type gcRuntime struct {
 	afterList func()
 }
 
-func (r *gcRuntime) ListImages(context.Context) ([]Image, error) {
+func (r *gcRuntime) ListImages(context.Context) ([]imageruntime.Image, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	var out []Image
+	var out []imageruntime.Image
 	for id, ok := range r.present {
 		if ok {
-			out = append(out, Image{ID: id})
+			out = append(out, imageruntime.Image{ID: id})
 		}
 	}
 	if f := r.afterList; f != nil {

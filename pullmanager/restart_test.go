@@ -13,6 +13,7 @@ import (
 
 	"github.com/pullrecords/pullrecords/accessor"
 	"github.com/pullrecords/pullrecords/fsstore"
+	"github.com/pullrecords/pullrecords/imageruntime"
 	"github.com/pullrecords/pullrecords/memstore"
 )
 
@@ -108,7 +109,7 @@ func TestKubeletFiles(t *testing.T) {
 	dir := t.TempDir()
 	copyDir(t, filepath.Join("testdata", "kubelet"), dir)
 	ctx, _ := testCtx(t)
-	runtime := &fakeImages{images: []Image{
+	runtime := &fakeImages{images: []imageruntime.Image{
 		{ID: "testimageref", RepoTags: []string{"docker.io/testing/test:latest"}},
 		{ID: "sha256:busybox", RepoTags: []string{"docker.io/library/busybox:latest"}},
 	}}
@@ -208,7 +209,7 @@ func TestRestartSeesIntentsAndRecords(t *testing.T) {
 	})
 	// Restart again; now the runtime has the image: the intent is recovered.
 	m3, err := NewImagePullManager(ctx, openDiskStore(t, dir), policy,
-		&fakeImages{images: []Image{{ID: "sha256:db", RepoTags: []string{"private.example/db:1"}}}})
+		&fakeImages{images: []imageruntime.Image{{ID: "sha256:db", RepoTags: []string{"private.example/db:1"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +385,7 @@ func TestSharedKubeletFixtures(t *testing.T) {
 		pause = "registry.k8s.io/pause@sha256:7777777777777777777777777777777777777777777777777777777777777777"
 		hashA = "aaaaaaaa0123456789abcdef0123456789abcdef0123456789abcdefbbbbbbbb"
 	)
-	runtime := &fakeImages{images: []Image{
+	runtime := &fakeImages{images: []imageruntime.Image{
 		{ID: "testimageref", RepoTags: []string{"docker.io/testing/test:latest"}},
 		{ID: "sha256:pause", RepoDigests: []string{pause}},
 	}}

@@ -5,6 +5,8 @@ import (
 
 	"github.com/distribution/reference"
 	"k8s.io/klog/v2"
+
+	"github.com/pullrecords/pullrecords/imageruntime"
 )
 
 // initialize is the start-up recovery of leftover intents (kubelet
@@ -29,7 +31,7 @@ func (m *PullManager) initialize(ctx context.Context) {
 	if len(intents) == 0 {
 		return
 	}
-	var images []Image
+	var images []imageruntime.Image
 	if m.images != nil {
 		if images, err = m.images.ListImages(ctx); err != nil {
 			logger.Error(err, "Failed to list images")

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pullrecords/pullrecords/accessor"
+	"github.com/pullrecords/pullrecords/imageruntime"
 )
 
 // TestStartupRecovery covers start-up recovery (upstream
@@ -43,7 +44,7 @@ func TestStartupRecovery(t *testing.T) {
 			}
 			existing := rec("sha256:rec", t0, map[string]accessor.ImagePullCredentials{"docker.io/library/with-record": {NodePodsAccessible: true}})
 			putRecords(t, store, existing)
-			images := &fakeImages{images: []Image{
+			images := &fakeImages{images: []imageruntime.Image{
 				{ID: "sha256:busybox", RepoTags: []string{"docker.io/library/busybox:latest"}},
 				{ID: "sha256:nginx", RepoTags: []string{"docker.io/library/nginx:1.27"}},
 				{ID: "sha256:app", RepoDigests: []string{"registry.example/team/app@" + digest}},
@@ -92,7 +93,7 @@ func TestStartupRecovery(t *testing.T) {
 // runtime error matches nothing, and a record write failure keeps the intent.
 func TestStartupRecoveryErrors(t *testing.T) {
 	ctx, _ := testCtx(t)
-	img := &fakeImages{images: []Image{{ID: "sha256:b", RepoTags: []string{"docker.io/library/busybox:latest"}}}}
+	img := &fakeImages{images: []imageruntime.Image{{ID: "sha256:b", RepoTags: []string{"docker.io/library/busybox:latest"}}}}
 
 	const busybox = "docker.io/library/busybox:latest"
 	store := newFaultyStore()

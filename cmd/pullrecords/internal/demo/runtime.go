@@ -12,7 +12,7 @@ import (
 	"github.com/distribution/reference"
 
 	"github.com/pullrecords/pullrecords/accessor"
-	"github.com/pullrecords/pullrecords/pullmanager"
+	"github.com/pullrecords/pullrecords/imageruntime"
 )
 
 // repo is what the fake registry serves under one repository name.
@@ -26,11 +26,11 @@ type repo struct {
 }
 
 // fakeRuntime is a container runtime and the registries behind it. It
-// implements pullmanager.ImageLister.
+// implements imageruntime.ImageLister.
 type fakeRuntime struct {
 	mu     sync.Mutex
-	images map[string]*pullmanager.Image // by ID
-	repos  map[string]repo               // by normalised name
+	images map[string]*imageruntime.Image // by ID
+	repos  map[string]repo                // by normalised name
 	// pulledBy tells, per image ID, which pod first pulled the content with
 	// its own credentials (a secret or a service account), and with which.
 	pulledBy map[string]privatePull
@@ -42,10 +42,10 @@ type privatePull struct {
 	with string // "with secret ns/name", "with service account ns/name"
 }
 
-var _ pullmanager.ImageLister = (*fakeRuntime)(nil)
+var _ imageruntime.ImageLister = (*fakeRuntime)(nil)
 
 func newFakeRuntime() *fakeRuntime {
-	return &fakeRuntime{images: map[string]*pullmanager.Image{}, repos: map[string]repo{}, pulledBy: map[string]privatePull{}}
+	return &fakeRuntime{images: map[string]*imageruntime.Image{}, repos: map[string]repo{}, pulledBy: map[string]privatePull{}}
 }
 
 // imageID is the deterministic ID of the content a tag names.
@@ -90,7 +90,7 @@ func (r *fakeRuntime) addLocked(tag, content string) string {
 	id := imageID(content)
 	img, ok := r.images[id]
 	if !ok {
-		img = &pullmanager.Image{ID: id}
+		img = &imageruntime.Image{ID: id}
 		r.images[id] = img
 	}
 	if !slices.Contains(img.RepoTags, tag) {
@@ -100,12 +100,12 @@ func (r *fakeRuntime) addLocked(tag, content string) string {
 }
 
 // ListImages lists the images on the node, sorted by ID.
-func (r *fakeRuntime) ListImages(context.Context) ([]pullmanager.Image, error) {
+func (r *fakeRuntime) ListImages(context.Context) ([]imageruntime.Image, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]pullmanager.Image, 0, len(r.images))
+	out := make([]imageruntime.Image, 0, len(r.images))
 	for _, img := range r.images {
-		out = append(out, pullmanager.Image{
+		out = append(out, imageruntime.Image{
 			ID:          img.ID,
 			RepoTags:    slices.Clone(img.RepoTags),
 			RepoDigests: slices.Clone(img.RepoDigests),

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/pullrecords/pullrecords/accessor"
-	"github.com/pullrecords/pullrecords/pullmanager"
+	"github.com/pullrecords/pullrecords/imageruntime"
 )
 
 // Pod is a pod's identity and the credentials it presents.
@@ -19,7 +19,7 @@ type Pod struct {
 // credentialHash is the kubelet's hash of the registry credential a docker
 // config secret holds.
 func credentialHash(user, password string) string {
-	return pullmanager.CredentialHash(pullmanager.AuthConfig{Username: user, Password: password})
+	return imageruntime.CredentialHash(imageruntime.AuthConfig{Username: user, Password: password})
 }
 
 // startTime is the fake clock's start.
