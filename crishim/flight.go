@@ -19,18 +19,26 @@ type flightGroup struct {
 	flights map[string]*flight
 }
 
+// verdict is a flight's answer: the digest the origin accepted, and
+// whether a stamp answered instead (a flight that ended just before this
+// one began left it).
+type verdict struct {
+	digest     string
+	remembered bool
+}
+
 type flight struct {
-	done    chan struct{} // closed when digest and err are set
-	digest  string
+	done    chan struct{} // closed when v and err are set
+	v       verdict
 	err     error
 	waiters int // under flightGroup.mu
 	cancel  context.CancelFunc
 }
 
-// do returns the result of fn for key, running fn unless a call for key is
+// do returns the verdict of fn for key, running fn unless a call for key is
 // running already. joined tells whether the caller joined a running call.
 // If ctx ends first, do returns ctx's error.
-func (g *flightGroup) do(ctx context.Context, key string, fn func(context.Context) (string, error)) (digest string, joined bool, err error) {
+func (g *flightGroup) do(ctx context.Context, key string, fn func(context.Context) (verdict, error)) (v verdict, joined bool, err error) {
 	g.mu.Lock()
 	if g.flights == nil {
 		g.flights = make(map[string]*flight)
@@ -47,7 +55,7 @@ func (g *flightGroup) do(ctx context.Context, key string, fn func(context.Contex
 
 	select {
 	case <-f.done:
-		return f.digest, joined, f.err
+		return f.v, joined, f.err
 	case <-ctx.Done():
 		g.mu.Lock()
 		f.waiters--
@@ -56,14 +64,14 @@ func (g *flightGroup) do(ctx context.Context, key string, fn func(context.Contex
 			g.forget(key, f)
 		}
 		g.mu.Unlock()
-		return "", joined, ctx.Err()
+		return verdict{}, joined, ctx.Err()
 	}
 }
 
-func (g *flightGroup) run(ctx context.Context, key string, f *flight, fn func(context.Context) (string, error)) {
+func (g *flightGroup) run(ctx context.Context, key string, f *flight, fn func(context.Context) (verdict, error)) {
 	defer f.cancel()
-	digest, err := fn(ctx)
-	f.digest, f.err = digest, err
+	v, err := fn(ctx)
+	f.v, f.err = v, err
 	g.mu.Lock()
 	g.forget(key, f)
 	g.mu.Unlock()

@@ -214,8 +214,15 @@ func (g *Gate) Admit(ctx context.Context, req Request) (Admission, error) {
 		return Admission{Digest: digest, Credential: cred.kind, Remembered: true}, nil
 	}
 
-	digest, joined, err := g.flights.do(ctx, cred.key+"\x00"+req.Image, func(ctx context.Context) (string, error) {
-		return g.verifyAndStamp(ctx, req.Image, p, cred)
+	known := digest
+	v, joined, err := g.flights.do(ctx, cred.key+"\x00"+req.Image, func(ctx context.Context) (verdict, error) {
+		// A flight for this key that ended between the check above and
+		// this one's start has stamped its verification already.
+		if known != "" && g.cfg.Stamps.Fresh(credstamp.Key{Credential: cred.key, Repository: p.repository, Digest: known}, g.cfg.TTL) {
+			return verdict{digest: known, remembered: true}, nil
+		}
+		d, err := g.verifyAndStamp(ctx, req.Image, p, cred)
+		return verdict{digest: d}, err
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -227,6 +234,12 @@ func (g *Gate) Admit(ctx context.Context, req Request) (Admission, error) {
 		logger.Info("Refused a pull", "pod", pod, "image", req.Image, "registry", p.host, "credential", cred.kind, "result", result, "shared", joined, "err", err)
 		return Admission{}, &RefusalError{Image: req.Image, Registry: p.host, Pod: req.Pod, Err: err}
 	}
+	if v.remembered {
+		g.cfg.Metrics.rememberedHit()
+		logger.V(2).Info("Admitted a pull: the origin accepted this credential within the TTL", "pod", pod, "image", req.Image, "registry", p.host, "credential", cred.kind, "result", ResultAccepted, "remembered", true, "shared", joined)
+		return Admission{Digest: v.digest, Credential: cred.kind, Remembered: true}, nil
+	}
+	digest = v.digest
 	g.cfg.Records.RecordImagePulled(ctx, req.Image, p.repository+"@"+digest, cred.records(req.Pod))
 	g.cfg.Metrics.result(ResultAccepted)
 	logger.Info("Admitted a pull: the origin accepted the credential", "pod", pod, "image", req.Image, "registry", p.host, "credential", cred.kind, "result", ResultAccepted, "digest", digest, "shared", joined)

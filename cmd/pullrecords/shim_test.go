@@ -31,8 +31,9 @@ import (
 type originRegistry struct {
 	srv *httptest.Server
 
-	mu       sync.Mutex
-	requests int
+	mu         sync.Mutex
+	requests   int
+	authorized int // manifest requests that carried a credential
 }
 
 func startOriginRegistry(t *testing.T) *originRegistry {
@@ -51,9 +52,18 @@ func (o *originRegistry) count() int {
 	return o.requests
 }
 
+func (o *originRegistry) authorizedManifestRequests() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.authorized
+}
+
 func (o *originRegistry) serve(w http.ResponseWriter, r *http.Request) {
 	o.mu.Lock()
 	o.requests++
+	if r.Header.Get("Authorization") != "" && strings.Contains(r.URL.Path, "/manifests/") {
+		o.authorized++
+	}
 	o.mu.Unlock()
 	if r.URL.Path == "/v2/" {
 		w.WriteHeader(http.StatusOK)
@@ -280,4 +290,82 @@ func pullCalls(f *critest.ImageService) int {
 		}
 	}
 	return n
+}
+
+// freeAddr returns a 127.0.0.1 address nothing listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
+}
+
+// 1,000 concurrent pulls of one private image by digest with one
+// credential make one verification at the origin: the first is checked,
+// the rest share its flight or find its stamp. /healthz answers and
+// /metrics counts what happened.
+func TestShimConcurrentPullsOneVerification(t *testing.T) {
+	origin := startOriginRegistry(t)
+	mirror := critest.NewImageService()
+	runtimeEndpoint := mirror.Serve(t)
+	metrics := freeAddr(t)
+	shim := startShim(t, t.TempDir(), runtimeEndpoint, "--insecure-registry", origin.host(), "--metrics-addr", metrics)
+	d, err := critest.Digest(origin.host() + "/private/app:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	image := origin.host() + "/private/app@" + d
+	good := &runtimeapi.AuthConfig{Username: "robot", Password: "s3cret"}
+
+	const pulls = 1000
+	errs := make(chan error, pulls)
+	var wg sync.WaitGroup
+	for range pulls {
+		wg.Go(func() { errs <- pull(context.Background(), shim.client, image, good, "tenant-a") })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("PullImage(%s): %v", image, err)
+		}
+	}
+	if got := origin.authorizedManifestRequests(); got != 1 {
+		t.Errorf("%d concurrent pulls made %d credentialed manifest requests at the origin, want 1", pulls, got)
+	}
+
+	get := func(path string) string {
+		resp, err := http.Get("http://" + metrics + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s = %d %s", path, resp.StatusCode, b.String())
+		}
+		return b.String()
+	}
+	if got := get("/healthz"); got != "ok\n" {
+		t.Errorf("/healthz = %q, want ok", got)
+	}
+	m := get("/metrics")
+	for _, want := range []string{
+		`pullrecords_shim_verifications_total{result="accepted"} 1`,
+		`pullrecords_shim_forwarded_calls_total{code="OK",method="/runtime.v1.ImageService/PullImage"} 1000`,
+		"pullrecords_shim_remembered_total",
+		"pullrecords_shim_origin_request_seconds_count 1",
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if strings.Contains(m, "s3cret") {
+		t.Error("/metrics shows the password")
+	}
 }
