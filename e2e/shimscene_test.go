@@ -17,6 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -304,6 +305,27 @@ func (s *shimScene) createPod(t *testing.T, ctx context.Context, p podSpec) {
 	t.Cleanup(func() {
 		_ = s.cs.CoreV1().Pods(p.ns).Delete(context.Background(), p.name, *metav1.NewDeleteOptions(0))
 	})
+}
+
+// deletePodAndWait deletes the pod at once and waits (every 200 ms, up to
+// 2 minutes and ctx) until the API server no longer has it, which is after
+// its kubelet stopped working on it.
+func (s *shimScene) deletePodAndWait(t *testing.T, ctx context.Context, ns, name string) {
+	t.Helper()
+	if err := s.cs.CoreV1().Pods(ns).Delete(ctx, name, *metav1.NewDeleteOptions(0)); err != nil {
+		t.Fatalf("deleting pod %s/%s: %v", ns, name, err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		_, err := s.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			t.Fatalf("pod %s/%s still there 2 minutes after its deletion (err %v)", ns, name, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // waitPod polls the pod (every 200 ms, up to 2 minutes and ctx) until done
