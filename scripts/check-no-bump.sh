@@ -6,7 +6,7 @@
 # It makes a throwaway module requiring k8s.io/kubernetes v1.37.2 with the
 # staging replaces, first importing only the kubelet's pull manager package
 # (the baseline), then also accessor, credstamp, crishim, fsstore,
-# imageruntime, memstore, originverify and pullmanager from this
+# imageruntime, memstore, originverify, pullmanager and recordsdir from this
 # repository (replaced by the repository root). It fails, printing the
 # differences, if a module present in both lists has another version or
 # the go line differs; modules the library adds are listed, not failed.
@@ -65,6 +65,7 @@ import (
 	_ "github.com/pullrecords/pullrecords/memstore"
 	_ "github.com/pullrecords/pullrecords/originverify"
 	_ "github.com/pullrecords/pullrecords/pullmanager"
+	_ "github.com/pullrecords/pullrecords/recordsdir"
 )
 GO
 go mod edit -require=github.com/pullrecords/pullrecords@v0.0.0-00010101000000-000000000000 \

@@ -9,6 +9,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:${PATH}"
 if [ $# -eq 0 ]; then
-  set -- accessor accessor/accessortest imageruntime fsstore fsstore/fsstoretest memstore pullmanager
+  set -- accessor accessor/accessortest imageruntime fsstore fsstore/fsstoretest memstore pullmanager recordsdir
 fi
 GOWORK=off go run scripts/count-exports.go "$@"
