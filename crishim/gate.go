@@ -120,7 +120,7 @@ func NewGate(cfg Config) (*Gate, error) {
 		g.classify = defaultClassify
 	}
 	for _, h := range cfg.MirrorOnly {
-		host := normalizeHost(h)
+		host := imageruntime.RegistryHost(h)
 		if host == "" {
 			return nil, fmt.Errorf("%w: mirror-only host %q names no host", ErrInvalidConfig, h)
 		}

@@ -1,35 +1,10 @@
 package crishim
 
 import (
-	"strings"
-
 	"github.com/distribution/reference"
+
+	"github.com/pullrecords/pullrecords/imageruntime"
 )
-
-// dockerHub is the one name of Docker Hub's registry here, as
-// reference.Domain spells it for a Docker Hub image.
-const dockerHub = "docker.io"
-
-// normalizeHost returns the registry host a Docker config key or a
-// mirror-only flag names: the scheme and any path are cut ("https://host/v1/"
-// is "host"), the host is lowercased, and Docker Hub's names (docker.io,
-// index.docker.io, registry-1.docker.io) are one. The port stays: host and
-// host:5000 are different registries. It returns "" for a key with no host.
-func normalizeHost(key string) string {
-	h := strings.TrimSpace(key)
-	if i := strings.Index(h, "://"); i >= 0 {
-		h = h[i+len("://"):]
-	}
-	if i := strings.IndexByte(h, '/'); i >= 0 {
-		h = h[:i]
-	}
-	h = strings.ToLower(h)
-	switch h {
-	case "index.docker.io", "registry-1.docker.io":
-		return dockerHub
-	}
-	return h
-}
 
 // parsedImage is what the gate needs of an image string.
 type parsedImage struct {
@@ -46,7 +21,7 @@ func parseImage(image string) (parsedImage, error) {
 		return parsedImage{}, err
 	}
 	p := parsedImage{
-		host:       normalizeHost(reference.Domain(named)),
+		host:       imageruntime.RegistryHost(reference.Domain(named)),
 		repository: named.Name(),
 	}
 	if c, ok := named.(reference.Canonical); ok {

@@ -61,7 +61,7 @@ func ParseNodeCredentials(dockerConfigJSON []byte) (*NodeCredentials, error) {
 	c := &NodeCredentials{byHost: make(map[string]nodeCredential, len(keys))}
 	from := make(map[string]string, len(keys)) // host → the key it came from
 	for _, key := range keys {
-		host := normalizeHost(key)
+		host := imageruntime.RegistryHost(key)
 		if host == "" {
 			return nil, fmt.Errorf("%w: registry key %q names no host", ErrInvalidNodeCredentials, key)
 		}

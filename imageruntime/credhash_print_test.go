@@ -37,3 +37,11 @@ func TestAuthConfigNeverPrintsSecrets(t *testing.T) {
 		t.Error("the hash no longer covers the secret fields")
 	}
 }
+
+func ExampleRegistryHost() {
+	fmt.Println(RegistryHost("https://index.docker.io/v1/"))
+	fmt.Println(RegistryHost("HTTPS://Registry.Example:5000/"))
+	// Output:
+	// docker.io
+	// registry.example:5000
+}

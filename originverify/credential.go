@@ -24,7 +24,7 @@ func credentialFor(registry string, a *imageruntime.AuthConfig) (cred auth.Crede
 	if a == nil {
 		return auth.EmptyCredential, true
 	}
-	if a.ServerAddress != "" && CredentialHost(a.ServerAddress) != registry {
+	if a.ServerAddress != "" && imageruntime.RegistryHost(a.ServerAddress) != registry {
 		return auth.EmptyCredential, true
 	}
 	cred = auth.Credential{

@@ -25,7 +25,7 @@
 //     another scheme or host[:port] is refused (ErrUnreachable) without
 //     sending anything there.
 //   - A credential is presented only when it is not nil and its
-//     ServerAddress is empty or names the image's registry (CredentialHost
+//     ServerAddress is empty or names the image's registry (imageruntime.RegistryHost
 //     equal to RegistryHost, Docker Hub's spellings being one registry);
 //     otherwise the request is anonymous, as containerd's. Username and
 //     Password are used as given, or decoded from Auth (base64

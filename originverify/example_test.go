@@ -61,13 +61,12 @@ func Example() {
 	// other repository not found: true
 }
 
-func ExampleCredentialHost() {
-	fmt.Println(originverify.CredentialHost("https://index.docker.io/v1/"))
-	fmt.Println(originverify.CredentialHost("HTTPS://Registry.Example:5000/"))
+func ExampleRegistryHost() {
 	host, _ := originverify.RegistryHost("busybox:1.36")
+	fmt.Println(host)
+	host, _ = originverify.RegistryHost("Registry.Example:5000/team/app@sha256:" + strings.Repeat("0", 64))
 	fmt.Println(host)
 	// Output:
 	// docker.io
 	// registry.example:5000
-	// docker.io
 }

@@ -24,25 +24,6 @@ func TestRegistryHost(t *testing.T) {
 
 const sixtyFourZeroes = "0000000000000000000000000000000000000000000000000000000000000000"
 
-func TestCredentialHost(t *testing.T) {
-	tests := map[string]string{
-		"":                                   "",
-		"https://index.docker.io/v1/":        "docker.io",
-		"index.docker.io":                    "docker.io",
-		"registry-1.docker.io":               "docker.io",
-		"docker.io":                          "docker.io",
-		"http://Registry.Example:5000/":      "registry.example:5000",
-		"registry.example:5000":              "registry.example:5000",
-		"registry.example:5000/v2/some/path": "registry.example:5000",
-		"ghcr.io/":                           "ghcr.io",
-	}
-	for address, want := range tests {
-		if got := CredentialHost(address); got != want {
-			t.Errorf("CredentialHost(%q) = %q, want %q", address, got, want)
-		}
-	}
-}
-
 func TestParseTarget(t *testing.T) {
 	digest := "sha256:" + sixtyFourZeroes
 	tests := []struct {

@@ -3,6 +3,8 @@ package originverify
 import (
 	"net/http"
 	"time"
+
+	"github.com/pullrecords/pullrecords/imageruntime"
 )
 
 // DefaultTimeout bounds one Verify whose context has no deadline.
@@ -17,7 +19,7 @@ type Option func(*Verifier)
 func WithInsecureRegistries(hosts ...string) Option {
 	return func(v *Verifier) {
 		for _, h := range hosts {
-			if h = CredentialHost(h); h != "" {
+			if h = imageruntime.RegistryHost(h); h != "" {
 				v.insecure[h] = true
 			}
 		}

@@ -2,6 +2,8 @@ package originverify
 
 import (
 	"github.com/distribution/reference"
+
+	"github.com/pullrecords/pullrecords/imageruntime"
 )
 
 // target is what one Verify asks the origin for.
@@ -27,7 +29,7 @@ func parseTarget(image string) (target, error) {
 	if err != nil {
 		return target{}, &OriginError{Reference: truncate(image, maxReferenceInError), Message: err.Error(), Err: ErrInvalidReference}
 	}
-	registry := canonicalRegistry(reference.Domain(named))
+	registry := imageruntime.RegistryHost(reference.Domain(named))
 	t := target{registry: registry, endpoint: endpointHost(registry), repository: reference.Path(named)}
 	switch r := named.(type) {
 	case reference.Digested:
