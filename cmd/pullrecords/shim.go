@@ -170,9 +170,10 @@ func runShim(ctx context.Context, g *globalOptions, o shimOptions) error {
 		return fmt.Errorf("opening the verifications: %w", err)
 	}
 	defer stamps.Close()
-	if _, err := stamps.Prune(o.verifyTTL); err != nil {
-		logger.Error(err, "Could not prune expired verifications")
-	}
+	pruneCtx, stopPruning := context.WithCancel(ctx)
+	pruned := make(chan struct{})
+	go func() { defer close(pruned); pruneVerifications(pruneCtx, stamps, o.verifyTTL) }()
+	defer func() { stopPruning(); <-pruned }() // before stamps.Close
 
 	gateMetrics := crishim.NewMetrics()
 	proxyMetrics := criproxy.NewMetrics()
@@ -292,5 +293,27 @@ func refusalCode(err error) codes.Code {
 		return codes.DeadlineExceeded
 	default:
 		return codes.Unknown
+	}
+}
+
+// pruneVerifications removes expired verifications at start and then every
+// TTL (at most every ten minutes), so that the stamps in memory and on
+// disk do not grow with every (credential, repository, digest) ever seen.
+func pruneVerifications(ctx context.Context, stamps *credstamp.Store, ttl time.Duration) {
+	logger := klog.FromContext(ctx)
+	every := min(ttl, 10*time.Minute)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		if n, err := stamps.Prune(ttl); err != nil {
+			logger.Error(err, "Could not prune expired verifications")
+		} else if n > 0 {
+			logger.V(2).Info("Pruned expired verifications", "removed", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
 	}
 }
