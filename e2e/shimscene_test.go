@@ -38,8 +38,7 @@ const sceneTimeout = 3 * time.Minute
 // images (htpasswd is registry-wide in docker-registry, so the public image
 // has an open origin of its own), and the mirror: an open registry holding
 // a copy of the private image under the same repository (docker-registry
-// 2.8.2's pull-through cache sends no credentials to an htpasswd remote;
-// see nodetest.RegistryProxy).
+// 2.8.2's pull-through cache sends no credentials to an htpasswd remote).
 type shimScene struct {
 	srv    *apiservertest.Server
 	cs     kubernetes.Interface

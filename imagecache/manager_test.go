@@ -300,7 +300,13 @@ func TestFailuresAndRetries(t *testing.T) {
 			if tc.classifyAs != nil {
 				f.svc = selfClassified{f.svc, *tc.classifyAs}
 			}
-			m := f.manager(t, WithRequestTimeout(20*time.Millisecond))
+			// Only the blocking case needs its deadline to pass; every
+			// other one must not time out on a loaded machine.
+			timeout := time.Minute
+			if tc.block {
+				timeout = 20 * time.Millisecond
+			}
+			m := f.manager(t, WithRequestTimeout(timeout))
 			run(t, m)
 			if err := m.Apply(context.Background(), ImageCache{Namespace: "ns", Name: "c", Images: []string{"reg/app:1"}}); err != nil {
 				t.Fatal(err)

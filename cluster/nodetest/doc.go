@@ -53,8 +53,7 @@
 //     image endpoints are the returned one, Node.CRIEndpoint stays
 //     containerd's own.
 //   - Registry.Requests lists every request the registry served (method,
-//     path, status, user agent), from its access log;
-//     StartRegistryWithOptions also starts pull-through caches.
+//     path, status, user agent), from its access log.
 //
 // What it does not guarantee:
 //   - It needs root, the Debian packages containerd (1.6, also provides
@@ -79,9 +78,10 @@
 //     token server, with the password hashed at bcrypt's minimum cost.
 //   - Registry.Requests sees a request only once the registry has logged
 //     it, a moment after the client got its answer: poll, or read it after
-//     the next step of the test. A pull-through cache of docker-registry
-//     2.8.2 sends no credentials to a remote that asks for basic auth
-//     (htpasswd), see RegistryProxy. A process started by RuntimeEndpoint
+//     the next step of the test. No pull-through cache: docker-registry
+//     2.8.2's sends no credentials to a remote that asks for basic auth
+//     (htpasswd), and was seen to answer 500 to a second read of a blob it
+//     was still storing. A process started by RuntimeEndpoint
 //     is the caller's to stop; Node.Stop does not know it.
 //   - A Containerd started alone has no sandbox image unless
 //     ContainerdOptions.SandboxImage names one, so it can pull images but

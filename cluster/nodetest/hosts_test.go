@@ -2,7 +2,6 @@ package nodetest_test
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -106,85 +105,6 @@ func TestRegistryHostsMirror(t *testing.T) {
 	t.Logf("mirror served %d manifest and %d blob requests to containerd", manifests, blobs)
 	if n := countContainerd(requests(t, other)); n == 0 {
 		t.Errorf("the insecure registry %s served containerd nothing", other.Host)
-	}
-}
-
-// TestPullThroughCache starts a docker-registry pull-through cache of an
-// open registry: manifest and blob reads through the cache are answered
-// with the remote's content, the remote saw the cache fetch the blob, a tag
-// the remote lacks is not served, and pushes to the cache fail.
-func TestPullThroughCache(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	remote, err := nodetest.StartRegistry(ctx, t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(remote.Stop)
-	if _, err := nodetest.StartRegistryWithOptions(ctx, t.TempDir(), nodetest.RegistryOptions{Proxy: &nodetest.RegistryProxy{}}); err == nil {
-		t.Fatal("a proxy without RemoteURL started")
-	}
-	cache, err := nodetest.StartRegistryWithOptions(ctx, t.TempDir(), nodetest.RegistryOptions{Proxy: &nodetest.RegistryProxy{RemoteURL: remote.URL()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cache.Stop)
-	files := map[string]nodetest.File{"hello.txt": {Data: []byte("cached\n")}}
-	if _, err := nodetest.PushImage(ctx, remote, "public/app:v1", files, []string{"/hello.txt"}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := nodetest.PushImage(ctx, cache, "public/other:v1", files, []string{"/hello.txt"}, nil); err == nil {
-		t.Error("push to a pull-through cache succeeded")
-	}
-	get := func(path string) (int, string) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, cache.URL()+path, nil)
-		req.Header.Set("Accept", "application/vnd.oci.image.manifest.v1+json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
-	}
-	code, manifest := get("/v2/public/app/manifests/v1")
-	if code != http.StatusOK {
-		t.Fatalf("manifest through the cache: %d %s", code, manifest)
-	}
-	i := strings.Index(manifest, `"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"`)
-	if i < 0 {
-		t.Fatalf("no layer in %s", manifest)
-	}
-	layer := manifest[i+len(`"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"`):]
-	layer = layer[:strings.IndexByte(layer, '"')]
-	blobPath := "/v2/public/app/blobs/" + layer
-	remoteBlobs := func() int {
-		n := 0
-		for _, r := range requests(t, remote) {
-			if r.Method == http.MethodGet && r.Path == blobPath {
-				n++
-			}
-		}
-		return n
-	}
-	if code, _ := get(blobPath); code != http.StatusOK {
-		t.Fatalf("blob through the cache: %d", code)
-	}
-	eventually(t, ctx, "remote logged the cache's blob read", func() bool { return remoteBlobs() >= 1 })
-	if code, _ := get(blobPath); code != http.StatusOK {
-		t.Fatalf("blob through the cache, again: %d", code)
-	}
-	eventually(t, ctx, "cache logged both blob reads", func() bool {
-		n := 0
-		for _, r := range requests(t, cache) {
-			if r.Method == http.MethodGet && r.Path == blobPath && r.Status == http.StatusOK {
-				n++
-			}
-		}
-		return n == 2
-	})
-	if code, body := get("/v2/public/app/manifests/never-pushed"); code == http.StatusOK {
-		t.Errorf("cache answered 200 for a tag the remote never had: %s", body)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -40,51 +39,12 @@ type Registry struct {
 // URL returns the registry's base URL (http://Host).
 func (r *Registry) URL() string { return "http://" + r.Host }
 
-// RegistryOptions configures StartRegistryWithOptions.
-type RegistryOptions struct {
-	// Auth is the user the registry requires (htpasswd); nil: open.
-	Auth *BasicAuth
-	// Proxy, if set, makes the registry a pull-through cache of another
-	// registry; nil: a registry of its own, which takes pushes.
-	Proxy *RegistryProxy
-}
-
-// RegistryProxy makes a registry a pull-through cache (docker-registry's
-// "proxy:" section): a manifest or blob it does not hold is fetched from
-// RemoteURL and served; a manifest asked for by tag is looked up at the
-// remote again on each request. Such a registry refuses pushes. Do not
-// count on it to keep a blob: docker-registry 2.8.2 was seen here to fetch
-// a small blob from the remote again on every read and not to serve it
-// with the remote stopped.
-//
-// Username and Password are sent to the remote only when it answers with a
-// token challenge whose realm is a URL (Docker Hub's flow):
-// docker-registry 2.8.2 looks its credentials up by the challenge's realm,
-// so against an htpasswd (basic auth) remote they are never sent and every
-// request the cache makes there is answered 401 (seen on this machine).
-// Use an open remote, or an open registry holding a copy, for a mirror of
-// an htpasswd registry.
-type RegistryProxy struct {
-	RemoteURL          string
-	Username, Password string
-}
-
 // StartRegistry starts docker-registry on a free 127.0.0.1 port with its
 // storage, configuration and log under dir (created if missing), requiring
 // auth through an htpasswd file when auth is not nil, and waits until it
-// answers /v2/. Stop it with Stop. It is StartRegistryWithOptions with
-// RegistryOptions{Auth: auth}.
+// answers /v2/. Every request the registry serves is in its access log,
+// read back by Requests. Stop it with Stop.
 func StartRegistry(ctx context.Context, dir string, auth *BasicAuth) (*Registry, error) {
-	return StartRegistryWithOptions(ctx, dir, RegistryOptions{Auth: auth})
-}
-
-// StartRegistryWithOptions starts docker-registry as StartRegistry does,
-// with opts: basic auth, and/or a pull-through cache of a remote registry
-// (which must answer when the cache starts: docker-registry asks it for
-// /v2/ at start-up and exits if it cannot). Every request the registry
-// serves is in its access log, read back by Requests.
-func StartRegistryWithOptions(ctx context.Context, dir string, opts RegistryOptions) (*Registry, error) {
-	auth := opts.Auth
 	bin, err := exec.LookPath("docker-registry")
 	if err != nil {
 		return nil, fmt.Errorf("docker-registry not found (install Debian's docker-registry package): %w", err)
@@ -110,15 +70,6 @@ http:
   addr: %s
   secret: %s
 `, filepath.Join(dir, "data"), host, hex.EncodeToString(secret))
-	if p := opts.Proxy; p != nil {
-		if p.RemoteURL == "" {
-			return nil, errors.New("nodetest: RegistryProxy needs RemoteURL")
-		}
-		cfg += fmt.Sprintf("proxy:\n  remoteurl: %q\n", p.RemoteURL)
-		if p.Username != "" || p.Password != "" {
-			cfg += fmt.Sprintf("  username: %q\n  password: %q\n", p.Username, p.Password)
-		}
-	}
 	if auth != nil {
 		// The registry checks the hash on every request: the minimum cost
 		// keeps pushes and pulls fast (a push with DefaultCost took 1.5 s
