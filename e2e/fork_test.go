@@ -14,8 +14,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -137,7 +139,13 @@ func TestForkMatchesStockKubelet(t *testing.T) {
 	mustSecret(t, ctx, s.cs, "tenant-b", "samecred", s.origin.Host, s.auth.Username, s.auth.Password)
 	mustSecret(t, ctx, s.cs, "tenant-c", "badcred", s.origin.Host, s.auth.Username, s.auth.Password+"-wrong")
 
-	nodes := startForkNodes(t, ctx, &s, map[string]string{stockNodeName: stock, forkNodeName: fork})
+	// Scenario j's origin: a proxy that holds manifest requests, so that a
+	// pull is in flight when the fork is killed; its host must be known to
+	// containerd before the nodes start.
+	slow := newSlowOrigin(t, s.origin)
+	mustSecret(t, ctx, s.cs, "tenant-a", "regcred-slow", slow.host(), s.auth.Username, s.auth.Password)
+
+	nodes := startForkNodes(t, ctx, &s, map[string]string{stockNodeName: stock, forkNodeName: fork}, slow.host())
 	both := []*forkNode{nodes[stockNodeName], nodes[forkNodeName]}
 
 	t.Run("start line and lock", func(t *testing.T) {
@@ -250,11 +258,103 @@ func TestForkMatchesStockKubelet(t *testing.T) {
 			t.Errorf("the switched node's kubelet log has %d fork start lines, want 1 (the one fork run)", c)
 		}
 	})
+
+	t.Run("j kill -9 of the fork during a pull", func(t *testing.T) {
+		f, other := nodes[forkNodeName], nodes[stockNodeName]
+		image := slow.host() + "/" + s.privateRepo + ":v1"
+		s.createPod(t, ctx, podSpec{ns: "tenant-a", name: "j-kill", node: f.Name, image: image, secret: "regcred-slow"})
+		waitFor(t, ctx, "the fork's pull held at the origin", func() bool { return slow.inFlight.Load() > 0 })
+		intents, _ := os.ReadDir(filepath.Join(f.RootDir, "image_manager", "pulling"))
+		if len(intents) == 0 {
+			t.Errorf("no pull intent under %s/image_manager/pulling while the pull is held", f.RootDir)
+		}
+		killKubelet(t, f.Node)
+		// The records as the killed kubelet left them: sound.
+		bin, err := pullrecordsBinary(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.CommandContext(ctx, bin, "fsck", "--kubelet-dir", f.RootDir).CombinedOutput()
+		if err != nil {
+			t.Errorf("pullrecords fsck --kubelet-dir %s after the kill: %v\n%s", f.RootDir, err, out)
+		}
+		t.Logf("fsck after the kill: %s", strings.TrimSpace(string(out)))
+		slow.releaseAll()
+		restartKubelet(t, ctx, f.Node)
+		if got := waitOutcome(ctx, &s, "tenant-a", "j-kill"); got != outcomeSucceeded {
+			t.Errorf("fork, the killed pull's pod after the restart: %s, want %s\n%s", got, outcomeSucceeded, lastLines(f.KubeletLog(), 20))
+		}
+		s.deletePodAndWait(t, ctx, "tenant-a", "j-kill")
+		// The stock node pulls the same image, so that both have its record.
+		runOnBoth(t, ctx, &s, []*forkNode{other}, "j", []forkPod{{ns: "tenant-a", image: image, secret: "regcred-slow", want: outcomeSucceeded}})
+		runOnBoth(t, ctx, &s, []*forkNode{other, f}, "j-again", append(again,
+			forkPod{ns: "tenant-c", image: image, want: outcomeErrImagePull}))
+		requireSameRecords(t, other.Node, f.Node)
+	})
+}
+
+// waitFor polls cond every 100 ms, up to a minute and ctx.
+func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			t.Fatalf("%s: not within a minute", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// killKubelet sends SIGKILL to the node's kubelet, the process whose
+// command line has the node's --root-dir, and waits until it is gone.
+func killKubelet(t *testing.T, n *nodetest.Node) {
+	t.Helper()
+	want := []byte("--root-dir=" + n.RootDir + "\x00")
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(cmdline, want) {
+			pids = append(pids, pid)
+		}
+	}
+	if len(pids) != 1 {
+		t.Fatalf("node %s: %d processes with %s, want the one kubelet", n.Name, len(pids), want)
+	}
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, context.Background(), "the killed kubelet gone", func() bool {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pids[0]))
+		// Gone, or a zombie until its parent (the test binary) reaps it.
+		return err != nil || bytes.Contains(stat, []byte(") Z "))
+	})
+}
+
+// restartKubelet starts the node's kubelet again once nodetest noticed the
+// old one exited.
+func restartKubelet(t *testing.T, ctx context.Context, n *nodetest.Node) {
+	t.Helper()
+	var err error
+	waitFor(t, ctx, "the kubelet started again", func() bool {
+		err = n.StartKubelet(ctx)
+		return err == nil || !strings.Contains(err.Error(), "already running")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // startForkNodes starts the nodes (name → kubelet binary) at once, without
 // mirrors: both registries are reached directly, over plain HTTP.
-func startForkNodes(t *testing.T, ctx context.Context, s *shimScene, kubelets map[string]string) map[string]*forkNode {
+func startForkNodes(t *testing.T, ctx context.Context, s *shimScene, kubelets map[string]string, insecure ...string) map[string]*forkNode {
 	t.Helper()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -275,7 +375,7 @@ func startForkNodes(t *testing.T, ctx context.Context, s *shimScene, kubelets ma
 				Server:             s.srv,
 				Kubelet:            prog,
 				SandboxImage:       s.sandbox,
-				InsecureRegistries: []string{s.public.Host, s.origin.Host},
+				InsecureRegistries: append([]string{s.public.Host, s.origin.Host}, insecure...),
 			})
 			mu.Lock()
 			defer mu.Unlock()
@@ -512,4 +612,5 @@ func requireSameRecords(t *testing.T, a, b *nodetest.Node) {
 	if pulled == 0 {
 		t.Errorf("no pulled record on %s (files: %d): nothing was compared", a.Name, len(fa))
 	}
+	t.Logf("record files compared: %d (%d pulled records)", len(fa), pulled)
 }
