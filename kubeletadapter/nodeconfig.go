@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	goyaml "go.yaml.in/yaml/v2"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
@@ -93,8 +94,8 @@ func (c NodeConfig) Switches() []string {
 // sigs.k8s.io/yaml) holding one mapping with apiVersion
 // NodeConfigAPIVersion, kind NodeConfigKind and optionally the boolean
 // switches preloadedImageProtection and normalizedImageNames. Unknown or
-// differently cased keys, duplicate keys, a null or non-boolean value, a
-// file of no content (empty, or only whitespace and comments), more than
+// differently cased keys, duplicate keys, a null or non-boolean value, more
+// than one YAML document, a file of no content (empty, or only whitespace and comments), more than
 // MaxNodeConfigSize bytes, and a symbolic link, directory or other
 // non-regular file at path are all errors. An empty file is refused
 // because it is what an interrupted or truncated write leaves behind: the
@@ -189,8 +190,30 @@ func checkRegular(path string, info fs.FileInfo) error {
 	}
 }
 
+// countYAMLDocuments returns how many YAML documents data holds.
+func countYAMLDocuments(data []byte) (int, error) {
+	dec := goyaml.NewDecoder(bytes.NewReader(data))
+	for n := 0; ; n++ {
+		var doc any
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
 // parseNodeConfig decodes data, read from path, strictly.
 func parseNodeConfig(path string, data []byte) (NodeConfig, error) {
+	// yaml.v2 reads the first document of a stream and drops the rest
+	// unseen; a second document must not be a switch silently ignored.
+	if n, err := countYAMLDocuments(data); err != nil {
+		return NodeConfig{}, invalidNodeConfig(path, err, "not valid YAML: %v", err)
+	} else if n > 1 {
+		return NodeConfig{}, invalidNodeConfig(path, nil, "holds %d YAML documents; want one", n)
+	}
 	// YAMLToJSONStrict refuses duplicate keys; the case-sensitive strict
 	// JSON decoder then refuses unknown keys (encoding/json would match
 	// "PreloadedImageProtection" to the field) and wrong types.

@@ -110,6 +110,8 @@ func TestReadNodeConfigInvalid(t *testing.T) {
 		{"number for apiVersion", "apiVersion: 1\nkind: NodeConfiguration\n", "apiVersion"},
 		{"top-level list", "- apiVersion: pullrecords.io/v1alpha1\n", "want a YAML mapping"},
 		{"top-level scalar", "true\n", "want a YAML mapping"},
+		{"a second document", configHeader + "---\n" + configHeader + "preloadedImageProtection: true\n", "holds 2 YAML documents; want one"},
+		{"an empty second document", configHeader + "preloadedImageProtection: true\n---\n", "holds 2 YAML documents; want one"},
 		{"broken YAML", configHeader + "preloadedImageProtection: [true\n", "not valid YAML"},
 		{"tab indentation", configHeader + "\tpreloadedImageProtection: true\n", "not valid YAML"},
 		{"over the size limit", configHeader + "#" + strings.Repeat("x", kubeletadapter.MaxNodeConfigSize), "larger than 65536 bytes"},
