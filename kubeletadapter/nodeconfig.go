@@ -106,6 +106,11 @@ func ReadNodeConfig(path string) (NodeConfig, error) {
 		return NodeConfig{}, nil
 	}
 	data, err := readNodeConfigFile(path)
+	for retries := 0; errors.Is(err, errReplacedWhileOpening) && retries < 2; retries++ {
+		// An atomic rename of a new version landed between the look and
+		// the open; read the new one.
+		data, err = readNodeConfigFile(path)
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return NodeConfig{}, nil
 	}
@@ -133,6 +138,10 @@ func (e *nodeConfigError) Unwrap() error { return e.cause }
 func invalidNodeConfig(path string, cause error, format string, args ...any) error {
 	return &nodeConfigError{path: path, problem: fmt.Sprintf(format, args...), cause: cause}
 }
+
+// errReplacedWhileOpening means that the file opened is not the one looked
+// at: replaced in between (a rename, or a symbolic link put in its place).
+var errReplacedWhileOpening = errors.New("replaced while opening")
 
 // readNodeConfigFile returns the bytes of the regular file at path, or an
 // error wrapping fs.ErrNotExist when nothing is there. It refuses a
@@ -163,7 +172,7 @@ func readNodeConfigFile(path string) ([]byte, error) {
 		return nil, invalidNodeConfig(path, err, "%v", err)
 	}
 	if !os.SameFile(before, opened) {
-		return nil, invalidNodeConfig(path, nil, "the file changed while it was opened (replaced, or a symbolic link put in its place)")
+		return nil, invalidNodeConfig(path, errReplacedWhileOpening, "the file was replaced while it was opened, again and again")
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxNodeConfigSize+1))
 	if err != nil {
