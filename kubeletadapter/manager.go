@@ -170,9 +170,14 @@ func NewForKubelet(ctx context.Context, rootDirectory string, policy upstream.Im
 	for _, opt := range opts {
 		opt(&o)
 	}
-	configPath := NodeConfigPath(rootDirectory)
-	if o.nodeConfigPath != nil {
+	var configPath string
+	switch {
+	case o.nodeConfigPath != nil:
 		configPath = *o.nodeConfigPath
+	case rootDirectory != "":
+		// An empty root directory is refused by recordsdir.Open below;
+		// never read a configuration relative to the working directory.
+		configPath = NodeConfigPath(rootDirectory)
 	}
 	config, err := ReadNodeConfig(configPath)
 	if err != nil {

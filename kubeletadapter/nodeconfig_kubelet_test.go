@@ -2,6 +2,7 @@ package kubeletadapter_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/pullrecords/pullrecords/fsstore"
 	"github.com/pullrecords/pullrecords/kubeletadapter"
+	"github.com/pullrecords/pullrecords/recordsdir"
 )
 
 // onNodeConfig prefixes steps with the node's owner writing content as the
@@ -264,5 +266,18 @@ func TestNodeConfigStartupLine(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// An empty root directory is refused by the records directory; no node
+// configuration is read relative to the working directory first.
+func TestNewForKubeletEmptyRootReadsNoConfig(t *testing.T) {
+	enableGate(t)
+	cwd := t.TempDir()
+	t.Chdir(cwd)
+	writeNodeConfig(t, cwd, "malformed\n")
+	_, err := newForKubelet(t, ktesting.NewLogger(t, ktesting.NewConfig()), "")
+	if !errors.Is(err, recordsdir.ErrNoRootDir) || errors.Is(err, kubeletadapter.ErrInvalidNodeConfig) {
+		t.Errorf("NewForKubelet with an empty root directory: %v; want recordsdir.ErrNoRootDir, no configuration read", err)
 	}
 }
