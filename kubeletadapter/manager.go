@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -104,6 +105,9 @@ type Option func(*options)
 type options struct {
 	registerer   prometheus.Registerer
 	storeOptions []fsstore.Option
+	// nodeConfigPath is the node configuration file; nil means the default,
+	// NodeConfigPath(rootDirectory), and "" means none.
+	nodeConfigPath *string
 }
 
 // WithRegisterer sets the registry the manager's kubelet-named metrics are
@@ -117,6 +121,14 @@ func WithRegisterer(reg prometheus.Registerer) Option {
 // WithStoreOptions passes options to fsstore.New.
 func WithStoreOptions(opts ...fsstore.Option) Option {
 	return func(o *options) { o.storeOptions = append(o.storeOptions, opts...) }
+}
+
+// WithNodeConfigPath makes NewForKubelet read the node configuration (see
+// ReadNodeConfig) from path instead of NodeConfigPath(rootDirectory), for
+// tests and for distributions that keep it elsewhere. "" reads no file:
+// every switch stays off whatever is on disk.
+func WithNodeConfigPath(path string) Option {
+	return func(o *options) { o.nodeConfigPath = &path }
 }
 
 // NewForKubelet builds the manager the way the kubelet builds its own, from
@@ -138,6 +150,14 @@ func WithStoreOptions(opts ...fsstore.Option) Option {
 // opening the store (for example another writer holding the directory) are
 // returned wrapped, never swallowed.
 //
+// Before opening anything it reads the node configuration (ReadNodeConfig)
+// from NodeConfigPath(rootDirectory), or the path WithNodeConfigPath gives,
+// and passes its switches to the manager. No file means every switch off,
+// the kubelet's behaviour; a file it cannot use is returned as an error
+// ("pullrecords node configuration <path>: ...", matching
+// ErrInvalidNodeConfig), so the kubelet does not start on a default the
+// node's owner did not ask for.
+//
 // Unless WithRegisterer(nil), the kubelet-named metrics replace the
 // kubelet's own in the kubelet's global registry (SwapKubeletMetrics); a
 // failed swap is logged and leaves the kubelet's idle collectors in place.
@@ -150,6 +170,19 @@ func NewForKubelet(ctx context.Context, rootDirectory string, policy upstream.Im
 	for _, opt := range opts {
 		opt(&o)
 	}
+	var configPath string
+	switch {
+	case o.nodeConfigPath != nil:
+		configPath = *o.nodeConfigPath
+	case rootDirectory != "":
+		// An empty root directory is refused by recordsdir.Open below;
+		// never read a configuration relative to the working directory.
+		configPath = NodeConfigPath(rootDirectory)
+	}
+	config, err := ReadNodeConfig(configPath)
+	if err != nil {
+		return nil, err
+	}
 	var metrics *pullmanager.Metrics
 	if o.registerer != nil {
 		metrics = pullmanager.NewMetrics()
@@ -159,6 +192,7 @@ func NewForKubelet(ctx context.Context, rootDirectory string, policy upstream.Im
 	if maxParallelPulls > defaultLockStripes {
 		mopts = append(mopts, pullmanager.WithLockStripes(int(maxParallelPulls)))
 	}
+	mopts = append(mopts, config.ManagerOptions()...)
 	records, err := recordsdir.Open(ctx, rootDirectory, policy, newImageLister(images),
 		recordsdir.WithStoreOptions(o.storeOptions...), recordsdir.WithManagerOptions(mopts...))
 	if err != nil {
@@ -172,8 +206,31 @@ func NewForKubelet(ctx context.Context, rootDirectory string, policy upstream.Im
 	// One line that says, in the kubelet's log, which pull manager runs: a
 	// stock kubelet's and a fork's logs otherwise look alike.
 	logger.Info("Image pull manager: pullrecords library", "module", libraryModule, "version", libraryVersion(),
-		"records", filepath.Join(rootDirectory, fsstore.DirName), "deliberateDifferences", "none turned on")
+		"records", filepath.Join(rootDirectory, fsstore.DirName),
+		"deliberateDifferences", describeSwitches(config), "nodeConfig", describeConfigSource(config, configPath))
 	return &ImagePullManager{manager: records.Manager(), metrics: metrics, records: records}, nil
+}
+
+// describeSwitches names the switches in force for the start-up line.
+func describeSwitches(c NodeConfig) string {
+	on := c.Switches()
+	if len(on) == 0 {
+		return "none turned on"
+	}
+	return strings.Join(on, ", ")
+}
+
+// describeConfigSource says for the start-up line where the switches came
+// from.
+func describeConfigSource(c NodeConfig, path string) string {
+	switch {
+	case c.Path != "":
+		return c.Path
+	case path == "":
+		return "not read (WithNodeConfigPath(\"\"))"
+	default:
+		return "no file at " + path
+	}
 }
 
 // defaultLockStripes is the library manager's default stripe count
