@@ -14,6 +14,7 @@ import (
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
+	"github.com/pullrecords/pullrecords/atomicfile"
 	"github.com/pullrecords/pullrecords/pullmanager"
 )
 
@@ -106,11 +107,6 @@ func ReadNodeConfig(path string) (NodeConfig, error) {
 		return NodeConfig{}, nil
 	}
 	data, err := readNodeConfigFile(path)
-	for retries := 0; errors.Is(err, errReplacedWhileOpening) && retries < 2; retries++ {
-		// An atomic rename of a new version landed between the look and
-		// the open; read the new one.
-		data, err = readNodeConfigFile(path)
-	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return NodeConfig{}, nil
 	}
@@ -139,49 +135,27 @@ func invalidNodeConfig(path string, cause error, format string, args ...any) err
 	return &nodeConfigError{path: path, problem: fmt.Sprintf(format, args...), cause: cause}
 }
 
-// errReplacedWhileOpening means that the file opened is not the one looked
-// at: replaced in between (a rename, or a symbolic link put in its place).
-var errReplacedWhileOpening = errors.New("replaced while opening")
-
 // readNodeConfigFile returns the bytes of the regular file at path, or an
-// error wrapping fs.ErrNotExist when nothing is there. It refuses a
-// symbolic link without following it, and checks that the file it opened
-// is the one it looked at, so a link swapped in between is refused too.
+// error wrapping fs.ErrNotExist when nothing is there. atomicfile.ReadFile
+// reads it without following a symbolic link and checks the type of the
+// file it opened, so nothing swapped in between is read; what it refused is
+// then named from a look at path.
 func readNodeConfigFile(path string) ([]byte, error) {
-	before, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	data, err := atomicfile.ReadFile(filepath.Dir(path), filepath.Base(path), MaxNodeConfigSize)
+	switch {
+	case err == nil:
+		return data, nil
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, err
-	}
-	if err != nil {
-		return nil, invalidNodeConfig(path, err, "%v", err)
-	}
-	if err := checkRegular(path, before); err != nil {
-		return nil, err
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			// Removed since the Lstat: as absent as if it never was.
-			return nil, err
-		}
-		return nil, invalidNodeConfig(path, err, "%v", err)
-	}
-	defer f.Close()
-	opened, err := f.Stat()
-	if err != nil {
-		return nil, invalidNodeConfig(path, err, "%v", err)
-	}
-	if !os.SameFile(before, opened) {
-		return nil, invalidNodeConfig(path, errReplacedWhileOpening, "the file was replaced while it was opened, again and again")
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxNodeConfigSize+1))
-	if err != nil {
-		return nil, invalidNodeConfig(path, err, "%v", err)
-	}
-	if len(data) > MaxNodeConfigSize {
+	case errors.Is(err, atomicfile.ErrTooLarge):
 		return nil, invalidNodeConfig(path, nil, "larger than %d bytes", MaxNodeConfigSize)
 	}
-	return data, nil
+	if info, lerr := os.Lstat(path); lerr == nil {
+		if cerr := checkRegular(path, info); cerr != nil {
+			return nil, cerr
+		}
+	}
+	return nil, invalidNodeConfig(path, err, "%v", err)
 }
 
 // checkRegular refuses anything but a regular file, naming what is there.
