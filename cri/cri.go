@@ -111,6 +111,32 @@ func socketPath(endpoint string) (string, error) {
 	return filepath.Clean(p), nil
 }
 
+// NewConn returns a gRPC connection to the CRI endpoint ("unix:///path" or
+// "/path"; anything else is ErrInvalidEndpoint), dialled as Dial dials it:
+// plain unix socket, the kubelet's 16 MiB message bound, and quick
+// reconnects after a runtime restart (at most 2 s apart instead of gRPC's
+// default two minutes). It connects lazily and checks nothing; the caller
+// closes it. For callers that speak to the runtime themselves, such as a
+// CRI proxy.
+func NewConn(endpoint string) (*grpc.ClientConn, error) {
+	path, err := socketPath(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := grpc.NewClient("unix://"+path,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize)),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrInvalidEndpoint, path, err)
+	}
+	return conn, nil
+}
+
 // Dial connects to the CRI image service at endpoint ("unix:///path" or
 // "/path"; anything else is ErrInvalidEndpoint) and checks that it answers
 // the runtime.v1 ImageService (with an ImageFsInfo call). It fails with
@@ -140,18 +166,9 @@ func Dial(ctx context.Context, endpoint string, opts ...Option) (*ImageService, 
 	case fi.Mode().Type() != fs.ModeSocket:
 		return nil, fmt.Errorf("%w: %s is not a socket", ErrInvalidEndpoint, path)
 	}
-	conn, err := grpc.NewClient("unix://"+path,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize)),
-		// A local socket: reconnect quickly after a runtime restart instead
-		// of backing off up to gRPC's default two minutes.
-		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
-			MinConnectTimeout: 5 * time.Second,
-		}),
-	)
+	conn, err := NewConn(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrInvalidEndpoint, path, err)
+		return nil, err
 	}
 	s := &ImageService{path: path, conn: conn, client: runtimeapi.NewImageServiceClient(conn),
 		runtime: runtimeapi.NewRuntimeServiceClient(conn), opts: o}

@@ -14,14 +14,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/pullrecords/pullrecords/credstamp"
+	"github.com/pullrecords/pullrecords/cri"
 	"github.com/pullrecords/pullrecords/cri/criproxy"
 	"github.com/pullrecords/pullrecords/crishim"
 	"github.com/pullrecords/pullrecords/originverify"
@@ -148,7 +147,9 @@ func runShim(ctx context.Context, g *globalOptions, o shimOptions) error {
 		return fmt.Errorf("--state-dir: %w", err)
 	}
 
-	conn, err := grpc.NewClient(o.runtimeEndpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// Dialled as every CRI client here is: quick reconnects after a
+	// runtime restart, the kubelet's message bound.
+	conn, err := cri.NewConn(o.runtimeEndpoint)
 	if err != nil {
 		return fmt.Errorf("--runtime-endpoint %s: %w", o.runtimeEndpoint, err)
 	}
