@@ -240,13 +240,28 @@ func StartNode(ctx context.Context, opts NodeOptions) (_ *Node, err error) {
 	if err := n.writeKubeletConfig(); err != nil {
 		return nil, err
 	}
-	if err := n.StartKubelet(ctx); err != nil {
-		return nil, err
-	}
-	if err := n.waitReady(ctx, opts.ReadyTimeout); err != nil {
+	if err := n.startUntilReady(ctx, opts.ReadyTimeout); err != nil {
 		return nil, err
 	}
 	return n, nil
+}
+
+// kubeletStarts makes the kubelets of this process start one at a time.
+// Every kubelet serves /var/lib/kubelet/device-plugins/kubelet.sock (a
+// constant in the kubelet, not under --root-dir), clearing that directory
+// first: two kubelets starting at once race for the socket, and one fails
+// with "bind: address already in use" (seen in CI with three nodes).
+var kubeletStarts sync.Mutex
+
+// startUntilReady starts the kubelet and waits until the Node is Ready,
+// holding kubeletStarts.
+func (n *Node) startUntilReady(ctx context.Context, timeout time.Duration) error {
+	kubeletStarts.Lock()
+	defer kubeletStarts.Unlock()
+	if err := n.StartKubelet(ctx); err != nil {
+		return err
+	}
+	return n.waitReady(ctx, timeout)
 }
 
 func (n *Node) writeKubeletConfig() error {
