@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	goyaml "go.yaml.in/yaml/v2"
 	kjson "sigs.k8s.io/json"
@@ -27,6 +28,9 @@ const (
 	// MaxNodeConfigSize is the largest node configuration file, in bytes,
 	// ReadNodeConfig reads; a larger one is an error, not truncated.
 	MaxNodeConfigSize = 64 << 10
+	// MinCredentialExpiry is the shortest credentialExpiry the file may
+	// set: below it nearly every pod start would pull again.
+	MinCredentialExpiry = time.Second
 )
 
 // NodeConfigPath is where NewForKubelet looks for the node configuration
@@ -50,21 +54,38 @@ type NodeConfig struct {
 	// NormalizedImageNames keys credential mappings by the fully qualified
 	// repository name (pullmanager.WithNormalizedImageNames).
 	NormalizedImageNames bool
+	// CredentialExpiry, when above zero, is how long a pod's credential
+	// vouches for an image after it last pulled it
+	// (pullmanager.WithCredentialExpiry); zero means never expire, as the
+	// kubelet.
+	CredentialExpiry time.Duration
+	// ImageCacheFile, when not empty, is the absolute path of a cache file
+	// (the format of "pullrecords cache run") whose image caches the
+	// kubelet keeps in process, over its own image service and pull manager.
+	ImageCacheFile string
 }
 
 // nodeConfigFile is the file's schema. The switches are pointers so that a
 // key given with no value (YAML null) is told apart from an absent key and
 // refused.
 type nodeConfigFile struct {
-	APIVersion               string `json:"apiVersion"`
-	Kind                     string `json:"kind"`
-	PreloadedImageProtection *bool  `json:"preloadedImageProtection"`
-	NormalizedImageNames     *bool  `json:"normalizedImageNames"`
+	APIVersion               string  `json:"apiVersion"`
+	Kind                     string  `json:"kind"`
+	PreloadedImageProtection *bool   `json:"preloadedImageProtection"`
+	NormalizedImageNames     *bool   `json:"normalizedImageNames"`
+	CredentialExpiry         *string `json:"credentialExpiry"`
+	ImageCacheFile           *string `json:"imageCacheFile"`
 }
 
-// ManagerOptions returns the pullmanager options that put c in force: one
-// per switch, off ones included, so that given after any other options they
-// alone decide every switch (NewForKubelet passes them last).
+// nodeConfigKeys are the file's optional keys, in the order the format
+// lists them.
+var nodeConfigKeys = []string{"preloadedImageProtection", "normalizedImageNames", "credentialExpiry", "imageCacheFile"}
+
+// ManagerOptions returns the pullmanager options that put the two name
+// switches of c in force, off ones included, so that given after any other
+// options they alone decide those switches (NewForKubelet passes them
+// last). CredentialExpiry needs a stamp store and ImageCacheFile a running
+// cache: NewForKubelet puts those in force itself.
 func (c NodeConfig) ManagerOptions() []pullmanager.Option {
 	return []pullmanager.Option{
 		pullmanager.WithPreloadedImageProtection(c.PreloadedImageProtection),
@@ -73,7 +94,8 @@ func (c NodeConfig) ManagerOptions() []pullmanager.Option {
 }
 
 // Switches returns the file names of the switches that are on, in the
-// order the file format lists them; nil when all are off.
+// order the file format lists them, the valued ones as name=value; nil
+// when all are off.
 func (c NodeConfig) Switches() []string {
 	var on []string
 	if c.PreloadedImageProtection {
@@ -81,6 +103,12 @@ func (c NodeConfig) Switches() []string {
 	}
 	if c.NormalizedImageNames {
 		on = append(on, "normalizedImageNames")
+	}
+	if c.CredentialExpiry > 0 {
+		on = append(on, "credentialExpiry="+c.CredentialExpiry.String())
+	}
+	if c.ImageCacheFile != "" {
+		on = append(on, "imageCacheFile="+c.ImageCacheFile)
 	}
 	return on
 }
@@ -236,14 +264,32 @@ func parseNodeConfig(path string, data []byte) (NodeConfig, error) {
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(j, &present); err != nil {
 		return NodeConfig{}, invalidNodeConfig(path, err, "%v", err)
 	}
-	for _, key := range []string{"preloadedImageProtection", "normalizedImageNames"} {
+	for _, key := range nodeConfigKeys {
 		if v, ok := present[key]; ok && v == nil {
-			return NodeConfig{}, invalidNodeConfig(path, nil, "%s has no value; want true or false", key)
+			return NodeConfig{}, invalidNodeConfig(path, nil, "%s has no value", key)
 		}
 	}
-	return NodeConfig{
+	c := NodeConfig{
 		Path:                     path,
 		PreloadedImageProtection: file.PreloadedImageProtection != nil && *file.PreloadedImageProtection,
 		NormalizedImageNames:     file.NormalizedImageNames != nil && *file.NormalizedImageNames,
-	}, nil
+	}
+	if s := file.CredentialExpiry; s != nil {
+		d, err := time.ParseDuration(*s)
+		switch {
+		case err != nil:
+			return NodeConfig{}, invalidNodeConfig(path, err, "credentialExpiry %q is not a duration (want e.g. \"12h\" or \"30m\")", *s)
+		case d < MinCredentialExpiry:
+			return NodeConfig{}, invalidNodeConfig(path, nil,
+				"credentialExpiry %q is below %v; to keep credentials from expiring, leave the key out", *s, MinCredentialExpiry)
+		}
+		c.CredentialExpiry = d
+	}
+	if p := file.ImageCacheFile; p != nil {
+		if !filepath.IsAbs(*p) || filepath.Clean(*p) != *p {
+			return NodeConfig{}, invalidNodeConfig(path, nil, "imageCacheFile %q is not an absolute, clean path", *p)
+		}
+		c.ImageCacheFile = *p
+	}
+	return c, nil
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pullrecords/pullrecords/kubeletadapter"
 )
@@ -48,6 +49,14 @@ func TestReadNodeConfigValid(t *testing.T) {
 			kubeletadapter.NodeConfig{NormalizedImageNames: true}},
 		{"JSON is YAML", `{"apiVersion":"pullrecords.io/v1alpha1","kind":"NodeConfiguration","preloadedImageProtection":true}`,
 			kubeletadapter.NodeConfig{PreloadedImageProtection: true}},
+		{"credential expiry", configHeader + "credentialExpiry: 12h\n",
+			kubeletadapter.NodeConfig{CredentialExpiry: 12 * time.Hour}},
+		{"credential expiry at the minimum, quoted", configHeader + "credentialExpiry: \"1s\"\n",
+			kubeletadapter.NodeConfig{CredentialExpiry: time.Second}},
+		{"image cache file", configHeader + "imageCacheFile: /etc/pullrecords/caches.yaml\n",
+			kubeletadapter.NodeConfig{ImageCacheFile: "/etc/pullrecords/caches.yaml"}},
+		{"every switch", configHeader + "preloadedImageProtection: true\nnormalizedImageNames: true\ncredentialExpiry: 90m\nimageCacheFile: /c.yaml\n",
+			kubeletadapter.NodeConfig{PreloadedImageProtection: true, NormalizedImageNames: true, CredentialExpiry: 90 * time.Minute, ImageCacheFile: "/c.yaml"}},
 		{"exactly the size limit", configHeader + "preloadedImageProtection: true\n#" +
 			strings.Repeat("x", kubeletadapter.MaxNodeConfigSize-len(configHeader)-len("preloadedImageProtection: true\n#")),
 			kubeletadapter.NodeConfig{PreloadedImageProtection: true}},
@@ -94,7 +103,17 @@ func TestReadNodeConfigInvalid(t *testing.T) {
 		{"whitespace and comments only", "\n  \n# preloadedImageProtection: true\n", "the file is empty"},
 		{"unknown field", configHeader + "preloadedImageProtections: true\n", `unknown field "preloadedImageProtections"`},
 		{"field of another case", configHeader + "PreloadedImageProtection: true\n", `unknown field "PreloadedImageProtection"`},
-		{"credential expiry, not there yet", configHeader + "credentialExpiry: 24h\n", `unknown field "credentialExpiry"`},
+		{"credential expiry without a unit", configHeader + "credentialExpiry: 3600\n", "credentialExpiry"},
+		{"credential expiry not a duration", configHeader + "credentialExpiry: one day\n", `credentialExpiry "one day" is not a duration`},
+		{"credential expiry of days", configHeader + "credentialExpiry: 1d\n", `credentialExpiry "1d" is not a duration`},
+		{"credential expiry zero", configHeader + "credentialExpiry: 0s\n", `credentialExpiry "0s" is below 1s; to keep credentials from expiring, leave the key out`},
+		{"credential expiry negative", configHeader + "credentialExpiry: -5m\n", `credentialExpiry "-5m" is below 1s`},
+		{"credential expiry too short", configHeader + "credentialExpiry: 500ms\n", `credentialExpiry "500ms" is below 1s`},
+		{"credential expiry null", configHeader + "credentialExpiry:\n", "credentialExpiry has no value"},
+		{"image cache file relative", configHeader + "imageCacheFile: caches.yaml\n", `imageCacheFile "caches.yaml" is not an absolute, clean path`},
+		{"image cache file unclean", configHeader + "imageCacheFile: /etc/../etc/c.yaml\n", `imageCacheFile "/etc/../etc/c.yaml" is not an absolute, clean path`},
+		{"image cache file empty", configHeader + "imageCacheFile: \"\"\n", `imageCacheFile "" is not an absolute, clean path`},
+		{"image cache file a list", configHeader + "imageCacheFile: [/c.yaml]\n", "imageCacheFile"},
 		{"duplicate key", configHeader + "preloadedImageProtection: true\npreloadedImageProtection: false\n", "already set in map"},
 		{"duplicate key in JSON", `{"apiVersion":"pullrecords.io/v1alpha1","kind":"NodeConfiguration","normalizedImageNames":false,"normalizedImageNames":true}`, "already set in map"},
 		{"no apiVersion", "kind: NodeConfiguration\npreloadedImageProtection: true\n", `apiVersion "", want "pullrecords.io/v1alpha1"`},
@@ -199,6 +218,7 @@ func TestNodeConfigSwitches(t *testing.T) {
 		{kubeletadapter.NodeConfig{PreloadedImageProtection: true}, []string{"preloadedImageProtection"}},
 		{kubeletadapter.NodeConfig{NormalizedImageNames: true}, []string{"normalizedImageNames"}},
 		{kubeletadapter.NodeConfig{PreloadedImageProtection: true, NormalizedImageNames: true}, []string{"preloadedImageProtection", "normalizedImageNames"}},
+		{kubeletadapter.NodeConfig{CredentialExpiry: 36 * time.Hour, ImageCacheFile: "/c.yaml"}, []string{"credentialExpiry=36h0m0s", "imageCacheFile=/c.yaml"}},
 	} {
 		got := tc.config.Switches()
 		if strings.Join(got, ",") != strings.Join(tc.want, ",") || (got == nil) != (tc.want == nil) {
