@@ -140,19 +140,46 @@ func (s *Store) Stamp(k Key) error {
 	if err := k.validate(); err != nil {
 		return err
 	}
-	name := k.fileName()
-	unlock := s.writers.Lock(name)
+	unlock := s.writers.Lock(k.fileName())
 	defer unlock()
-	now := s.clock.Now()
-	data, err := encodeStamp(k, now)
+	return s.writeLocked(k, s.clock.Now())
+}
+
+// Inherit gives to the stamp of from, with from's time, as durably as
+// Stamp: for a credential that was accepted because another one had been
+// verified (a rotated secret taking the place of the one whose pull
+// proved it), so that it vouches exactly as long as that one would have.
+// It changes nothing, and returns nil, when from has no stamp or to
+// already has one at least as recent; it never makes a stamp newer than
+// from's, so inheriting extends no trust.
+func (s *Store) Inherit(to, from Key) error {
+	if err := to.validate(); err != nil {
+		return err
+	}
+	unlock := s.writers.Lock(to.fileName())
+	defer unlock()
+	s.mu.RLock()
+	t, ok := s.stamps[from]
+	have, haveOK := s.stamps[to]
+	s.mu.RUnlock()
+	if !ok || (haveOK && !have.Before(t)) {
+		return nil
+	}
+	return s.writeLocked(to, t)
+}
+
+// writeLocked writes k's file stamped at t, then memory; the caller holds
+// the writer lock of k's file name.
+func (s *Store) writeLocked(k Key, t time.Time) error {
+	data, err := encodeStamp(k, t)
 	if err != nil {
 		return fmt.Errorf("stamping a verification in %s: %w", s.dir, err)
 	}
-	if err := atomicfile.Replace(s.root, name, data, atomicfile.Options{Perm: filePerm}); err != nil {
+	if err := atomicfile.Replace(s.root, k.fileName(), data, atomicfile.Options{Perm: filePerm}); err != nil {
 		return fmt.Errorf("stamping a verification in %s: %w", s.dir, err)
 	}
 	s.mu.Lock()
-	s.stamps[k] = now
+	s.stamps[k] = t
 	s.mu.Unlock()
 	return nil
 }

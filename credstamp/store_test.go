@@ -403,3 +403,50 @@ func BenchmarkFresh(b *testing.B) {
 		}
 	})
 }
+
+// Inherit copies a stamp's time, never a later one: the heir expires when
+// the stamp it inherited would have, also after reopen, and an older or
+// missing stamp gives nothing.
+func TestInherit(t *testing.T) {
+	dir := t.TempDir()
+	c := testingclock.NewFakePassiveClock(t0)
+	s := openAt(t, dir, c)
+	from, to := testKey(1), testKey(2)
+	if err := s.Inherit(to, from); err != nil {
+		t.Fatalf("Inherit from a key never stamped: %v", err)
+	}
+	if s.Fresh(to, time.Hour) {
+		t.Fatalf("inheriting from a key never stamped made the heir fresh")
+	}
+	if err := s.Stamp(from); err != nil {
+		t.Fatal(err)
+	}
+	c.SetTime(t0.Add(40 * time.Minute))
+	if err := s.Inherit(to, from); err != nil {
+		t.Fatalf("Inherit: %v", err)
+	}
+	if !s.Fresh(to, time.Hour) {
+		t.Fatalf("the heir is not fresh 40 minutes after the stamp it inherited (ttl 1h)")
+	}
+	s.Close()
+	c.SetTime(t0.Add(time.Hour))
+	s = openAt(t, dir, c)
+	if s.Fresh(to, time.Hour) {
+		t.Errorf("after reopen, the heir is fresh an hour after the inherited stamp: inheriting extended trust")
+	}
+
+	// A newer own stamp is kept: inheriting an older one changes nothing.
+	if err := s.Stamp(to); err != nil {
+		t.Fatal(err)
+	}
+	c.SetTime(t0.Add(90 * time.Minute))
+	if err := s.Inherit(to, from); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Fresh(to, time.Hour) {
+		t.Errorf("Inherit replaced the heir's newer stamp with an older one")
+	}
+	if err := s.Inherit(Key{}, from); !errors.Is(err, ErrInvalidKey) {
+		t.Errorf("Inherit to an empty key: %v, want ErrInvalidKey", err)
+	}
+}

@@ -113,6 +113,12 @@ type verdict struct {
 	recorded  *accessor.ImagePullSecret
 	byHash    bool
 	write     bool
+
+	// Steps 12-13 with credential expiry: the recorded secrets that matched
+	// a pod secret but whose proof had expired, and whether the pod's
+	// service account matched with an expired proof.
+	expiredSecrets        []*accessor.ImagePullSecret
+	expiredServiceAccount bool
 }
 
 // must and may answer at step, with the check's metric result.
@@ -222,25 +228,32 @@ func (m *PullManager) decide(image, imageRef string, getPodCredentials GetPodCre
 			cs := &cached[j]
 			// A non-empty recorded hash equal to the pod secret's hash is
 			// tested first and accepts whatever the coordinates are; the pod
-			// secret is added only if its coordinates are new.
-			if cs.CredentialHash != "" && cs.CredentialHash == ps.CredentialHash {
-				v.podSecret, v.recorded, v.byHash = ps, cs, true
-				v.write = canWrite && !sameCoordinates(cs, ps)
-				return v.may(StepSecretMatch, resultRecordFound)
-			}
-			// Otherwise equal UID, namespace and name accept the pod secret
-			// (the same secret object passed before, so its rotated content
-			// is trusted), but only while the entry is under the limit:
+			// secret is added only if its coordinates are new. Otherwise
+			// equal UID, namespace and name accept the pod secret (the same
+			// secret object passed before, so its rotated content is
+			// trusted), but only while the entry is under the limit:
 			// upstream accepts by coordinates only when it can also write.
-			if canWrite && sameCoordinates(cs, ps) {
-				v.podSecret, v.recorded, v.write = ps, cs, true
-				return v.may(StepSecretMatch, resultRecordFound)
+			byHash := cs.CredentialHash != "" && cs.CredentialHash == ps.CredentialHash
+			if !byHash && !(canWrite && sameCoordinates(cs, ps)) {
+				continue
 			}
+			// With credential expiry, a match whose proof is stale does
+			// not vouch; another pair may.
+			if !m.secretProven(imageRef, v.key, cs) {
+				v.expiredSecrets = append(v.expiredSecrets, cs)
+				continue
+			}
+			v.podSecret, v.recorded, v.byHash = ps, cs, byHash
+			v.write = canWrite && (!byHash || !sameCoordinates(cs, ps))
+			return v.may(StepSecretMatch, resultRecordFound)
 		}
 	}
 	// Step 13.
 	if v.podSA != nil && slices.Contains(v.entry.KubernetesServiceAccounts, *v.podSA) {
-		return v.may(StepServiceAccountMatch, resultRecordFound)
+		if m.serviceAccountProven(imageRef, v.key, v.podSA) {
+			return v.may(StepServiceAccountMatch, resultRecordFound)
+		}
+		v.expiredServiceAccount = true
 	}
 	// Step 14.
 	return v.must(StepNoMatch, resultMustAuthenticate)
@@ -267,6 +280,7 @@ func (m *PullManager) act(ctx context.Context, image, imageRef string, v *verdic
 	}
 	if v.write {
 		m.recordSecretAtCheck(ctx, v.key, imageRef, *v.podSecret)
+		m.inheritProof(klog.FromContext(ctx), imageRef, v.key, v.recorded, v.podSecret)
 	}
 }
 

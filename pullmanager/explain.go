@@ -190,6 +190,11 @@ pairs:
 			}
 		}
 	}
+	for _, cs := range v.expiredSecrets {
+		e.step(StepSecretMatch, checkSecrets, fmt.Sprintf(
+			"recorded secret %s matches, but no pull with its credential was recorded in the last %v (credential expiry): it no longer vouches",
+			secretString(cs), m.expiry))
+	}
 	if v.step == StepSecretMatch {
 		if v.byHash {
 			m.tellHashMatch(e, v.rec, v.key, v.recorded, v.podSecret, v.write)
@@ -198,9 +203,12 @@ pairs:
 		}
 		return
 	}
-	if len(v.podSecrets) == 0 {
+	switch {
+	case len(v.podSecrets) == 0:
 		e.step(StepSecretMatch, checkSecrets, "the pod has no pull secrets")
-	} else {
+	case len(v.expiredSecrets) > 0:
+		e.step(StepSecretMatch, checkSecrets, "no pod secret matches a recorded secret whose credential is still proven")
+	default:
 		e.step(StepSecretMatch, checkSecrets, "no pod secret matches a recorded secret or its credential")
 	}
 	// Step 13.
@@ -208,12 +216,20 @@ pairs:
 	case v.step == StepServiceAccountMatch:
 		e.decided(StepServiceAccountMatch, checkAccounts, saString(v.podSA)+" was recorded", "matching service account")
 		return
+	case v.expiredServiceAccount:
+		e.step(StepServiceAccountMatch, checkAccounts, fmt.Sprintf(
+			"%s was recorded, but no pull with it was recorded in the last %v (credential expiry): it no longer vouches", saString(v.podSA), m.expiry))
 	case v.podSA != nil:
 		e.step(StepServiceAccountMatch, checkAccounts, saString(v.podSA)+" was not recorded")
 	default:
 		e.step(StepServiceAccountMatch, checkAccounts, "the pod uses no service account credentials")
 	}
 	// Step 14.
+	if len(v.expiredSecrets) > 0 || v.expiredServiceAccount {
+		e.decided(StepNoMatch, "result", "the pod's matching credentials have expired: it must pull with them again",
+			"matching credentials expired")
+		return
+	}
 	e.decided(StepNoMatch, "result", "no recorded credential matches the pod's", "no matching credentials")
 }
 

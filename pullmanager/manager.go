@@ -6,11 +6,13 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/pullrecords/pullrecords/accessor"
+	"github.com/pullrecords/pullrecords/credstamp"
 	"github.com/pullrecords/pullrecords/imageruntime"
 )
 
@@ -30,6 +32,10 @@ type PullManager struct {
 	// mappingKey is MappingKey, or NormalizeImageName in that mode.
 	normalizedNames bool
 	mappingKey      keyFunc
+	// stamps keeps the proofs of credentials when credential expiry is on
+	// (nil when off), each fresh for expiry. See expiry.go.
+	stamps *credstamp.Store
+	expiry time.Duration
 
 	// intentLocks serialise changes to the intent of one image string;
 	// pulledLocks serialise changes to the record of one imageRef. No code
@@ -86,6 +92,8 @@ func NewImagePullManager(ctx context.Context, records accessor.PullRecordsAccess
 		mappingKey:       upstreamKey,
 		intentLocks:      keylock.New(o.lockStripes),
 		pulledLocks:      keylock.New(o.lockStripes),
+		stamps:           o.stamps,
+		expiry:           o.expiry,
 	}
 	if o.normalizedNames {
 		m.mappingKey = normalizeCached
@@ -116,33 +124,38 @@ func (m *PullManager) RecordImagePullFailed(ctx context.Context, image string) {
 }
 
 // RecordImagePulled records that image was pulled as imageRef with creds,
-// then ends one in-flight pull of image. If the record cannot be written
+// then ends one in-flight pull of image. With credential expiry it then
+// renews the proofs of creds' secrets and service accounts (also when the
+// record did not change). If the record cannot be written
 // (including an image string that does not parse), the intent is kept on
 // purpose, so the image keeps counting as pulled by the kubelet and start-up
 // recovery handles it.
 func (m *PullManager) RecordImagePulled(ctx context.Context, image, imageRef string, creds *accessor.ImagePullCredentials) {
 	logger := klog.FromContext(ctx)
-	if err := m.writeRecordIfChanged(logger, image, imageRef, creds); err != nil {
+	key, err := m.writeRecordIfChanged(logger, image, imageRef, creds)
+	if err != nil {
 		logger.Error(err, "Failed to write image pulled record", "imageRef", imageRef)
 		return
 	}
+	m.renewProofs(logger, imageRef, key, creds)
 	m.decrementIntent(logger, image)
 }
 
 // writeRecordIfChanged creates or merges the record of imageRef under its
 // lock: a missing (or unreadable) record is created, an existing one is
-// merged with creds and written only if something changed.
-func (m *PullManager) writeRecordIfChanged(logger klog.Logger, image, imageRef string, creds *accessor.ImagePullCredentials) error {
+// merged with creds and written only if something changed. It returns the
+// image's mapping key.
+func (m *PullManager) writeRecordIfChanged(logger klog.Logger, image, imageRef string, creds *accessor.ImagePullCredentials) (string, error) {
 	key, _, err := m.mappingKey(image)
 	if err != nil {
-		return err
+		return "", err
 	}
 	unlock := m.pulledLocks.Lock(imageRef)
 	defer unlock()
 	// Noted under the record's lock, before the merge, so a prune deciding
 	// under the same lock either sees the pull or runs before its write.
 	m.pulls.note(imageRef, m.clock.Now())
-	return m.mergeLocked(logger, key, imageRef, creds, nil)
+	return key, m.mergeLocked(logger, key, imageRef, creds, nil)
 }
 
 // mergeLocked does the work of writeRecordIfChanged; the caller holds the

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pullrecords/pullrecords/accessor"
 	"github.com/pullrecords/pullrecords/accessor/accessortest"
+	"github.com/pullrecords/pullrecords/credstamp"
 	"github.com/pullrecords/pullrecords/fsstore"
 	"github.com/pullrecords/pullrecords/imageruntime"
 	"github.com/pullrecords/pullrecords/memstore"
@@ -88,6 +89,44 @@ type model struct {
 	// imageRef (changed or not), since it started: a prune keeps those
 	// records of pulls at or after its until.
 	pulledAt map[string]time.Time
+	// expiry is the credential TTL (0: credentials never expire), and
+	// proofs when each credential last proved itself by a pull, per
+	// imageRef and mapping key (WithCredentialExpiry).
+	expiry time.Duration
+	proofs map[modelProof]time.Time
+}
+
+// modelProof names one credential's proof: "h:"+hash for a secret recorded
+// with a hash, "o:"+coordinates for one without, "sa:"+account.
+type modelProof struct{ cred, key, ref string }
+
+func secretProofOf(ref, key string, coords [3]string, hash string) modelProof {
+	if hash != "" {
+		return modelProof{"h:" + hash, key, ref}
+	}
+	return modelProof{"o:" + strings.Join(coords[:], "/"), key, ref}
+}
+
+// proven reports whether p still vouches at now.
+func (md *model) proven(p modelProof, now time.Time) bool {
+	if md.expiry == 0 {
+		return true
+	}
+	t, ok := md.proofs[p]
+	return ok && !t.After(now) && now.Sub(t) < md.expiry
+}
+
+// renew is a recorded pull's renewal of the proofs of c's credentials.
+func (md *model) renew(ref, key string, c *accessor.ImagePullCredentials, now time.Time) {
+	if md.expiry == 0 || c == nil {
+		return
+	}
+	for _, s := range c.KubernetesSecrets {
+		md.proofs[secretProofOf(ref, key, [3]string{s.UID, s.Namespace, s.Name}, s.CredentialHash)] = now
+	}
+	for _, a := range c.KubernetesServiceAccounts {
+		md.proofs[modelProof{"sa:" + a.Namespace + "/" + a.Name + "/" + a.UID, key, ref}] = now
+	}
 }
 
 func (md *model) policy(p VerificationPolicy, key string, pulled bool) bool {
@@ -258,22 +297,43 @@ func (md *model) check(p VerificationPolicy, im modelImage, ref string, secrets 
 	if credsErr {
 		return modelCheck{want: true, wantErr: true, credsAsked: true}
 	}
-	for _, ps := range secrets {
-		hashMatch := false
-		for _, h := range e.secrets {
-			if h != "" && h == ps.CredentialHash {
-				hashMatch = true
-			}
+	// The recorded secrets in the record's order (namespace, name, UID).
+	var recorded [][3]string
+	for c := range e.secrets {
+		recorded = append(recorded, c)
+	}
+	sort.Slice(recorded, func(i, j int) bool {
+		a, b := recorded[i], recorded[j]
+		if a[1] != b[1] {
+			return a[1] < b[1]
 		}
-		_, coordsMatch := e.secrets[[3]string{ps.UID, ps.Namespace, ps.Name}]
-		if hashMatch || coordsMatch {
+		if a[2] != b[2] {
+			return a[2] < b[2]
+		}
+		return a[0] < b[0]
+	})
+	key := md.keyOf(im)
+	for _, ps := range secrets {
+		pc := [3]string{ps.UID, ps.Namespace, ps.Name}
+		for _, cc := range recorded {
+			h := e.secrets[cc]
+			if !(h != "" && h == ps.CredentialHash) && cc != pc {
+				continue
+			}
+			from := secretProofOf(ref, key, cc, h)
+			if !md.proven(from, now) {
+				continue // an expired match does not vouch; another may
+			}
 			if !fail["WriteImagePulledRecord"] {
-				md.apply(ref, md.keyOf(im), &accessor.ImagePullCredentials{KubernetesSecrets: []accessor.ImagePullSecret{ps}}, now)
+				md.apply(ref, key, &accessor.ImagePullCredentials{KubernetesSecrets: []accessor.ImagePullSecret{ps}}, now)
+			}
+			if to := secretProofOf(ref, key, pc, ps.CredentialHash); md.expiry > 0 && to != from && md.proofs[to].Before(md.proofs[from]) {
+				md.proofs[to] = md.proofs[from] // a rotated secret inherits the proof that vouched for it
 			}
 			return modelCheck{want: false, credsAsked: true, allowedBy: "secret"}
 		}
 	}
-	if podSA != nil && e.sas[*podSA] {
+	if podSA != nil && e.sas[*podSA] && md.proven(modelProof{"sa:" + podSA.Namespace + "/" + podSA.Name + "/" + podSA.UID, key, ref}, now) {
 		return modelCheck{want: false, credsAsked: true, allowedBy: "sa"}
 	}
 	return modelCheck{want: true, credsAsked: true}
@@ -328,6 +388,8 @@ func TestModel(t *testing.T) {
 		// allowlist with WithNormalizedAllowlist.
 		normalized bool
 		newStore   func(t *testing.T) func() accessor.PullRecordsAccessor
+		// expiry runs the manager with WithCredentialExpiry of that TTL.
+		expiry time.Duration
 	}
 	mem := func(t *testing.T) func() accessor.PullRecordsAccessor {
 		s := memstore.New()
@@ -340,12 +402,15 @@ func TestModel(t *testing.T) {
 		}
 	}
 	variants := []variant{
-		{"memstore", 10_000, false, false, mem},
-		{"memstore, kubernetes#138175 protection", 10_000, true, false, mem},
-		{"memstore, normalised names", 5_000, false, true, mem},
-		{"memstore cache over fsstore", 2_000, false, false, disk},
-		{"memstore cache over fsstore, protection", 1_000, true, false, disk},
-		{"memstore cache over fsstore, protection, normalised names", 1_000, true, true, disk},
+		{"memstore", 10_000, false, false, mem, 0},
+		{"memstore, kubernetes#138175 protection", 10_000, true, false, mem, 0},
+		{"memstore, normalised names", 5_000, false, true, mem, 0},
+		{"memstore cache over fsstore", 2_000, false, false, disk, 0},
+		{"memstore cache over fsstore, protection", 1_000, true, false, disk, 0},
+		{"memstore cache over fsstore, protection, normalised names", 1_000, true, true, disk, 0},
+		{"memstore, credential expiry", 4_000, false, false, mem, 40 * time.Second},
+		{"memstore, credential expiry, protection, normalised names", 2_000, true, true, mem, 25 * time.Second},
+		{"memstore cache over fsstore, credential expiry", 1_000, false, false, disk, 40 * time.Second},
 	}
 	for i, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
@@ -354,17 +419,18 @@ func TestModel(t *testing.T) {
 				seed = *modelSeed
 			}
 			t.Logf("seed %d (rerun with -model.seed=%d)", seed, seed)
-			runModel(t, seed, v.ops, v.protect, v.normalized, v.newStore(t))
+			runModel(t, seed, v.ops, v.protect, v.normalized, v.expiry, v.newStore(t))
 		})
 	}
 }
 
-func runModel(t *testing.T, seed uint64, ops int, protect, normalized bool, open func() accessor.PullRecordsAccessor) {
+func runModel(t *testing.T, seed uint64, ops int, protect, normalized bool, expiry time.Duration, open func() accessor.PullRecordsAccessor) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	ctx := klog.NewContext(context.Background(), logr.Discard())
 	logger := klog.FromContext(ctx)
 	clk := testingclock.NewFakeClock(t0)
-	md := &model{protect: protect, normalized: normalized, records: map[string]*modelRecord{}, files: map[string]bool{}, counts: map[string]int{}, present: map[string]bool{}, pulledAt: map[string]time.Time{}}
+	md := &model{protect: protect, normalized: normalized, records: map[string]*modelRecord{}, files: map[string]bool{}, counts: map[string]int{}, present: map[string]bool{}, pulledAt: map[string]time.Time{},
+		expiry: expiry, proofs: map[modelProof]time.Time{}}
 	for _, im := range universe { // some images are preloaded
 		if rng.IntN(3) == 0 {
 			md.present[im.canonical] = true
@@ -397,9 +463,24 @@ func runModel(t *testing.T, seed uint64, ops int, protect, normalized bool, open
 			setFail(fs, method, fmt.Errorf("%s: %w", method, errInjected))
 		}
 	}
+	// With expiry, the proofs live on disk and survive restarts: each start
+	// opens the stamp directory again.
+	stampDir := t.TempDir()
+	var stamps *credstamp.Store
 	start := func() *PullManager {
 		fs = accessortest.Faulty(open())
-		m, err := NewImagePullManager(ctx, fs.Accessor(), pol, modelRuntime{md}, WithClock(clk), WithPreloadedImageProtection(protect), WithNormalizedImageNames(normalized))
+		if expiry > 0 {
+			if stamps != nil {
+				stamps.Close()
+			}
+			var err error
+			if stamps, err = credstamp.Open(logger, stampDir, credstamp.WithClock(clk)); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { stamps.Close() })
+		}
+		m, err := NewImagePullManager(ctx, fs.Accessor(), pol, modelRuntime{md}, WithClock(clk), WithPreloadedImageProtection(protect), WithNormalizedImageNames(normalized),
+			WithCredentialExpiry(expiry, stamps))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -445,6 +526,7 @@ func runModel(t *testing.T, seed uint64, ops int, protect, normalized bool, open
 			delete(md.records, im.ref) // unreadable: overwritten with a fresh record
 		}
 		md.apply(im.ref, md.keyOf(im), c, clk.Now())
+		md.renew(im.ref, md.keyOf(im), c, clk.Now())
 		md.decrement(im.raw, fail)
 	}
 	checks, allowed := 0, 0
@@ -455,6 +537,9 @@ func runModel(t *testing.T, seed uint64, ops int, protect, normalized bool, open
 		}
 		injectFaults()
 		clk.Step(time.Duration(rng.IntN(3)) * time.Second)
+		if expiry > 0 && rng.IntN(200) == 0 {
+			clk.Step(expiry) // every proof made before now expires
+		}
 		im := universe[rng.IntN(len(universe))]
 		desc := ""
 		switch k := rng.IntN(100); {

@@ -2,8 +2,11 @@ package pullmanager
 
 import (
 	"fmt"
+	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/pullrecords/pullrecords/credstamp"
 )
 
 // Option configures a PullManager. An option given a value it cannot use
@@ -18,6 +21,8 @@ type options struct {
 	protectPreloaded bool
 	normalizedNames  bool
 	lockStripes      int
+	expiry           time.Duration
+	stamps           *credstamp.Store
 }
 
 func defaultOptions() options {
@@ -31,6 +36,10 @@ func (o *options) validate() error {
 		return fmt.Errorf("%w: WithClock(nil): want a clock", ErrInvalidOption)
 	case o.lockStripes < 1:
 		return fmt.Errorf("%w: WithLockStripes(%d): want at least 1", ErrInvalidOption, o.lockStripes)
+	case o.expiry > 0 && o.stamps == nil:
+		return fmt.Errorf("%w: WithCredentialExpiry(%v, nil): want a stamp store for a TTL above zero", ErrInvalidOption, o.expiry)
+	case o.expiry <= 0 && o.stamps != nil:
+		return fmt.Errorf("%w: WithCredentialExpiry(%v, store): want a TTL above zero (or a nil store, for off)", ErrInvalidOption, o.expiry)
 	}
 	return nil
 }

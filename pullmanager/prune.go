@@ -31,8 +31,13 @@ import (
 // Unlike upstream, which holds every record lock for the whole prune, the
 // records are listed without locks; checks and writes of other records never
 // wait.
+//
+// With credential expiry (WithCredentialExpiry), it first removes the
+// expired proofs from the stamp store: they vouch for nothing, so removing
+// them changes no answer.
 func (m *PullManager) PruneUnknownRecords(ctx context.Context, imageList []string, until time.Time) {
 	logger := klog.FromContext(ctx)
+	m.pruneProofs(logger)
 	records, err := m.records.ListImagePulledRecords()
 	if err != nil {
 		logger.Error(err, "There were errors listing image pulled records, garbage collection will proceed with incomplete records list")

@@ -62,7 +62,7 @@ func (m *PullManager) initialize(ctx context.Context) {
 		if id == "" {
 			continue
 		}
-		if err := m.writeRecordIfChanged(logger, intent.Image, id, nil); err != nil {
+		if _, err := m.writeRecordIfChanged(logger, intent.Image, id, nil); err != nil {
 			logger.Error(err, "Failed to write the image pulled record for a leftover intent", "image", intent.Image, "imageRef", id)
 			continue
 		}
