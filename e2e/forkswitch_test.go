@@ -1,0 +1,333 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/pullrecords/pullrecords/cluster/apiservertest"
+	"github.com/pullrecords/pullrecords/cluster/nodetest"
+	"github.com/pullrecords/pullrecords/cri"
+)
+
+// The nodes of TestForkNodeSwitches, per subtest. The API server of the
+// test issues kubelet tokens to these names only, at its start, so a new
+// subtest adds its names here.
+const (
+	// preloadedImageProtection: a stock kubelet, the fork with the switch
+	// off (written false in the file) and the fork with it on.
+	pipStock = "preload-stock"
+	pipOff   = "preload-off"
+	pipOn    = "preload-on"
+)
+
+var switchNodeNames = []string{pipStock, pipOff, pipOn}
+
+// Node configuration files (kubeletadapter.NodeConfigPath) of the switch
+// scenes.
+const (
+	nodeConfigHeader     = "apiVersion: pullrecords.io/v1alpha1\nkind: NodeConfiguration\n"
+	preloadProtectionOn  = nodeConfigHeader + "preloadedImageProtection: true\n"
+	preloadProtectionOff = nodeConfigHeader + "preloadedImageProtection: false\n"
+)
+
+// The namespaces of the switch scenes' pods.
+const (
+	switchTestNamespaceA  = "tenant-a" // has regcred, the origin's right secret
+	switchTestNamespaceNo = "tenant-c" // has no secret at all
+)
+
+// switchScene is what the subtests of TestForkNodeSwitches share: the
+// shared scene's registries and images, an API server of its own (with
+// switchNodeNames), the namespaces and regcred, and both kubelet programs.
+type switchScene struct {
+	shimScene
+	ctx         context.Context
+	stock, fork string // kubelet programs
+}
+
+// switchNode is one node a switch subtest starts: its name (one of
+// switchNodeNames), a label naming it in failures, its kubelet program, and
+// the content of <root dir>/pullrecords/config.yaml ("": no file).
+type switchNode struct {
+	name, label, kubelet, config string
+}
+
+// TestForkNodeSwitches shows each of kubeletadapter's per-node switches
+// (<kubelet root dir>/pullrecords/config.yaml) on real kubelets: the scene
+// the switch is for, on a stock kubelet v1.37.2, on the fork with the
+// switch off and on the fork with it on, registered to one API server.
+func TestForkNodeSwitches(t *testing.T) {
+	sc := startSwitchScene(t)
+	t.Run("preloadedImageProtection", func(t *testing.T) { testPreloadedImageProtection(t, sc) })
+}
+
+func startSwitchScene(t *testing.T) *switchScene {
+	t.Helper()
+	shared := sharedScene(t)
+	ctx, cancel := context.WithTimeout(context.Background(), forkTestTimeout)
+	t.Cleanup(cancel)
+	sc := &switchScene{shimScene: *shared, ctx: ctx, fork: forkKubelet(t, ctx), stock: filepath.Join(mustBinDir(t), "kubelet")}
+	srv, err := apiservertest.Start(ctx, apiservertest.Options{NodeNames: switchNodeNames})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop() })
+	sc.srv = srv
+	if sc.cs, err = kubernetes.NewForConfig(srv.Admin); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{switchTestNamespaceA, switchTestNamespaceNo} {
+		if _, err := sc.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustSecret(t, ctx, sc.cs, switchTestNamespaceA, "regcred", sc.origin.Host, sc.auth.Username, sc.auth.Password)
+	return sc
+}
+
+// startSwitchNodes starts the nodes (at once), then, one after the other,
+// writes each node's configuration file into its kubelet root dir and
+// restarts its kubelet, which reads the file at start. It returns the
+// nodes in the order given. The first start, without the file, is a fork
+// start with every switch off; only the second one's start line counts
+// (see requireStartLine).
+func (sc *switchScene) startSwitchNodes(t *testing.T, specs []switchNode) []*forkNode {
+	t.Helper()
+	kubelets := map[string]string{}
+	for _, sp := range specs {
+		kubelets[sp.name] = sp.kubelet
+	}
+	started := startForkNodes(t, sc.ctx, &sc.shimScene, kubelets)
+	nodes := make([]*forkNode, len(specs))
+	for i, sp := range specs {
+		n := started[sp.name]
+		n.label = sp.label
+		nodes[i] = n
+		if sp.config == "" {
+			continue
+		}
+		path := nodeConfigPath(n)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		n.StopKubelet()
+		if err := os.WriteFile(path, []byte(sp.config), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.StartKubelet(sc.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return nodes
+}
+
+// nodeConfigPath is where the fork reads the node's switches
+// (kubeletadapter.NodeConfigPath of its root dir).
+func nodeConfigPath(n *forkNode) string {
+	return filepath.Join(n.RootDir, "pullrecords", "config.yaml")
+}
+
+// requireStartLine fails the test unless the node's kubelet log has, as
+// its last fork start line (forkStartLine), one containing every one of
+// want; with want nil, unless the log has no fork start line at all (a
+// stock kubelet).
+func requireStartLine(t *testing.T, n *forkNode, want ...string) {
+	t.Helper()
+	data, err := os.ReadFile(n.KubeletLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last string
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.Contains(line, forkStartLine) {
+			last = line
+		}
+	}
+	switch {
+	case want == nil && last != "":
+		t.Errorf("%s kubelet logged a fork start line: %s", n.label, last)
+	case want != nil && last == "":
+		t.Errorf("%s kubelet logged no fork start line (%q)", n.label, forkStartLine)
+	}
+	for _, w := range want {
+		if !strings.Contains(last, w) {
+			t.Errorf("%s kubelet's start line does not name %q: %s", n.label, w, last)
+		}
+	}
+}
+
+// switchPod is a pod a switch subtest runs on each of its nodes, and the
+// outcome wanted on each (by node, in the nodes' order).
+type switchPod struct {
+	ns, image, secret string
+	policy            corev1.PullPolicy
+	want              []string
+}
+
+// runPerNode creates the pod on every node at once, waits for each node's
+// outcome, asserts it is that node's wanted one, and deletes the pods.
+func (sc *switchScene) runPerNode(t *testing.T, nodes []*forkNode, prefix string, p switchPod) {
+	t.Helper()
+	got := make([]string, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		name := prefix + "-" + n.Name
+		sc.createPod(t, sc.ctx, podSpec{ns: p.ns, name: name, node: n.Name, image: p.image, secret: p.secret, policy: p.policy})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i] = waitOutcome(sc.ctx, &sc.shimScene, p.ns, name)
+		}()
+	}
+	wg.Wait()
+	for i, n := range nodes {
+		if got[i] != p.want[i] {
+			t.Errorf("%s kubelet, pod %s in %s, image %s, secret %q, policy %q: outcome %s, want %s\n%s",
+				n.label, prefix, p.ns, p.image, p.secret, p.policy, got[i], p.want[i], lastLines(n.KubeletLog(), 20))
+		}
+	}
+	for _, n := range nodes {
+		sc.deletePodAndWait(t, sc.ctx, p.ns, prefix+"-"+n.Name)
+	}
+}
+
+// preloadImage pulls image into the node's containerd through CRI, without
+// credentials and without the kubelet (which so has no record and no
+// intent for it), and returns the image ID.
+func preloadImage(t *testing.T, ctx context.Context, n *forkNode, image string) string {
+	t.Helper()
+	svc, err := cri.Dial(ctx, n.CRIEndpoint)
+	if err != nil {
+		t.Fatalf("%s: dial containerd: %v", n.label, err)
+	}
+	defer svc.Close()
+	if _, err := svc.PullImage(ctx, image, nil); err != nil {
+		t.Fatalf("%s: preload %s: %v", n.label, image, err)
+	}
+	return imageID(t, ctx, n, image)
+}
+
+// imageID returns the ID of the image the node's containerd has under
+// image, failing the test when it has none.
+func imageID(t *testing.T, ctx context.Context, n *forkNode, image string) string {
+	t.Helper()
+	svc, err := cri.Dial(ctx, n.CRIEndpoint)
+	if err != nil {
+		t.Fatalf("%s: dial containerd: %v", n.label, err)
+	}
+	defer svc.Close()
+	img, err := svc.ImageStatus(ctx, image)
+	if err != nil {
+		t.Fatalf("%s: image status %s: %v", n.label, image, err)
+	}
+	if img == nil || img.ID == "" {
+		t.Fatalf("%s: containerd has no image %s", n.label, image)
+	}
+	return img.ID
+}
+
+// testPreloadedImageProtection is kubernetes#138175 on real kubelets. An
+// image is preloaded on each node under an open registry's name, X, and a
+// pod without credentials may use it with imagePullPolicy Never (the
+// default policy NeverVerifyPreloadedImages). A tenant's pod then pulls the
+// same content under a private name, Y, with its secret: the kubelet writes
+// a pulled record for the image ID whose credential mapping names Y only.
+// The stock kubelet and the fork with the switch off now count the content
+// as pulled by the kubelet under every name, so the pod using X with Never
+// gets ErrImageNeverPull; the fork with preloadedImageProtection runs it.
+// The switch grants nothing a pull would refuse: with it on, a pod without
+// a secret asking Y with Never still gets ErrImageNeverPull. And it writes
+// nothing the stock kubelet would not: the record files are the same on
+// the three nodes.
+func testPreloadedImageProtection(t *testing.T, sc *switchScene) {
+	ctx := sc.ctx
+	// The same content under X (open registry) and Y (htpasswd origin),
+	// content of this run only, so no other test's record names it.
+	files := withFile(sc.pauseFiles, "etc/which", "preloaded "+randomHex(4))
+	preloaded := sc.public.Host + "/preloaded/app:v1"
+	private := sc.origin.Host + "/tenant-a/preloaded-copy:v1"
+	dx, err := nodetest.PushImage(ctx, sc.public, preloaded, files, []string{"/pause"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dy, err := nodetest.PushImage(ctx, sc.origin, private, files, []string{"/pause"}, sc.auth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dx != dy {
+		t.Fatalf("%s has digest %s, %s has %s: not the same content", preloaded, dx, private, dy)
+	}
+
+	nodes := sc.startSwitchNodes(t, []switchNode{
+		{name: pipStock, label: "stock", kubelet: sc.stock},
+		{name: pipOff, label: "fork, switch off", kubelet: sc.fork, config: preloadProtectionOff},
+		{name: pipOn, label: "fork, switch on", kubelet: sc.fork, config: preloadProtectionOn},
+	})
+	stock, off, on := nodes[0], nodes[1], nodes[2]
+	all := func(o string) []string { return []string{o, o, o} }
+
+	t.Run("start lines", func(t *testing.T) {
+		requireStartLine(t, stock)
+		// The file read (its path, not "no file at" it) and the switches it
+		// turned on, as klog quotes them.
+		requireStartLine(t, off, `deliberateDifferences="none turned on"`, `nodeConfig="`+nodeConfigPath(off)+`"`)
+		requireStartLine(t, on, `deliberateDifferences="preloadedImageProtection"`, `nodeConfig="`+nodeConfigPath(on)+`"`)
+	})
+
+	ids := make([]string, len(nodes))
+	for i, n := range nodes {
+		ids[i] = preloadImage(t, ctx, n, preloaded)
+		if files, _ := os.ReadDir(filepath.Join(n.RootDir, "image_manager", "pulled")); len(files) != 0 {
+			t.Fatalf("%s: %d pulled records after the preload, want none (the kubelet did not pull it)", n.label, len(files))
+		}
+	}
+	steps := []struct {
+		name string
+		pod  switchPod
+	}{
+		// Before any pull by a kubelet: X is preloaded everywhere.
+		{"a preloaded name, Never, before", switchPod{ns: switchTestNamespaceNo, image: preloaded, policy: corev1.PullNever, want: all(outcomeSucceeded)}},
+		// Tenant A pulls the same content as Y with its secret.
+		{"b private name with the secret", switchPod{ns: switchTestNamespaceA, image: private, secret: "regcred", want: all(outcomeSucceeded)}},
+		// The scene of #138175.
+		{"c preloaded name, Never, after", switchPod{ns: switchTestNamespaceNo, image: preloaded, policy: corev1.PullNever,
+			want: []string{outcomeErrImageNeverPull, outcomeErrImageNeverPull, outcomeSucceeded}}},
+		// Y itself stays the tenant's: no secret, Never, refused everywhere.
+		{"d private name, Never, no secret", switchPod{ns: switchTestNamespaceNo, image: private, policy: corev1.PullNever, want: all(outcomeErrImageNeverPull)}},
+	}
+	for _, step := range steps {
+		if !t.Run(step.name, func(t *testing.T) {
+			sc.runPerNode(t, nodes, "pip-"+step.name[:1], step.pod)
+		}) {
+			t.FailNow()
+		}
+	}
+
+	t.Run("one image ID, a record naming the private name only", func(t *testing.T) {
+		privateName, _, _ := strings.Cut(strings.TrimPrefix(private, sc.origin.Host+"/"), ":")
+		preloadedName, _, _ := strings.Cut(strings.TrimPrefix(preloaded, sc.public.Host+"/"), ":")
+		for i, n := range nodes {
+			if id := imageID(t, ctx, n, private); id != ids[i] {
+				t.Errorf("%s: %s is image %s, the preloaded %s is %s: want one image", n.label, private, id, preloaded, ids[i])
+			}
+			if m, raw := pulledRecordMapping(t, n.Node, sc.origin.Host+"/"+privateName); m == nil {
+				t.Errorf("%s: no pulled record maps %s (records: %s)", n.label, privateName, raw)
+			}
+			if m, raw := pulledRecordMapping(t, n.Node, sc.public.Host+"/"+preloadedName); m != nil {
+				t.Errorf("%s: a pulled record maps the preloaded name %s: %s", n.label, preloadedName, raw)
+			}
+		}
+		requireSameRecords(t, stock.Node, off.Node)
+		requireSameRecords(t, stock.Node, on.Node)
+	})
+}
