@@ -73,7 +73,7 @@ func enableGate(t *testing.T) {
 // kubelet (or a fork patched as README.md shows) would.
 // The returned function stops it (closes what it opened), as a kubelet
 // exiting would.
-func newPullManager(t *testing.T, ctx context.Context, w wiring, dir string, rt kubecontainer.ImageService, policy kubeletconfig.ImagePullCredentialsVerificationPolicy, allowlist []string) (upstream.ImagePullManager, func()) {
+func newPullManager(t *testing.T, ctx context.Context, w wiring, dir string, rt kubecontainer.ImageService, policy kubeletconfig.ImagePullCredentialsVerificationPolicy, allowlist []string, extra ...kubeletadapter.Option) (upstream.ImagePullManager, func()) {
 	t.Helper()
 	logger := ktesting.NewLogger(t, ktesting.NewConfig())
 	enforcer, err := upstream.NewImagePullCredentialVerificationPolicy(policy, allowlist)
@@ -94,7 +94,7 @@ func newPullManager(t *testing.T, ctx context.Context, w wiring, dir string, rt 
 		return m, func() {}
 	case library:
 		m, err := kubeletadapter.NewForKubelet(ctx, dir, enforcer, rt, 0, intentCacheSize, recordsCacheSize,
-			kubeletadapter.WithRegisterer(prometheus.NewRegistry()), kubeletadapter.WithStoreOptions(fsstore.WithoutSync()))
+			append([]kubeletadapter.Option{kubeletadapter.WithRegisterer(prometheus.NewRegistry()), kubeletadapter.WithStoreOptions(fsstore.WithoutSync())}, extra...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,10 +141,13 @@ type fakeRuntime struct {
 	pulls  []string                       // every PullImage, as "image with creds"
 	// private registries refuse anonymous pulls.
 	private map[string]bool
+	// revoked passwords are refused by every registry (a credential the
+	// registry no longer accepts).
+	revoked map[string]bool
 }
 
 func newFakeRuntime() *fakeRuntime {
-	return &fakeRuntime{images: map[string]kubecontainer.Image{}, alias: map[string]string{}, private: map[string]bool{}}
+	return &fakeRuntime{images: map[string]kubecontainer.Image{}, alias: map[string]string{}, private: map[string]bool{}, revoked: map[string]bool{}}
 }
 
 var _ kubecontainer.ImageService = (*fakeRuntime)(nil)
@@ -202,6 +205,9 @@ func (f *fakeRuntime) PullImage(_ context.Context, image kubecontainer.ImageSpec
 	f.pulls = append(f.pulls, image.Image+" with "+who)
 	if named, err := dockerref.ParseNormalizedNamed(image.Image); err == nil && f.private[dockerref.Domain(named)] && used == nil {
 		return "", nil, errors.New("unauthorized: authentication required")
+	}
+	if used != nil && f.revoked[used.Password] {
+		return "", nil, errors.New("unauthorized: incorrect username or password")
 	}
 	return f.add(image.Image), used, nil
 }
@@ -288,6 +294,8 @@ type node struct {
 	stop     func()
 	images   images.ImageManager
 	recorder *record.FakeRecorder
+	// extra are options the library wiring's NewForKubelet gets.
+	extra []kubeletadapter.Option
 }
 
 func newNode(t *testing.T, w wiring, dir string, rt *fakeRuntime, policy kubeletconfig.ImagePullCredentialsVerificationPolicy, allow []string) *node {
@@ -304,7 +312,7 @@ func (n *node) start(w wiring) {
 	if n.stop != nil {
 		n.stop()
 	}
-	n.pm, n.stop = newPullManager(n.t, n.ctx, w, n.dir, n.rt, n.policy, n.allow)
+	n.pm, n.stop = newPullManager(n.t, n.ctx, w, n.dir, n.rt, n.policy, n.allow, n.extra...)
 	n.t.Cleanup(n.stop)
 	n.recorder = record.NewFakeRecorder(100)
 	backOff := flowcontrol.NewBackOff(time.Second, time.Minute)

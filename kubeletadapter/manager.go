@@ -13,8 +13,10 @@ import (
 	kubeletconfig "k8s.io/kubernetes/pkg/kubelet/apis/config"
 	kubecontainer "k8s.io/kubernetes/pkg/kubelet/container"
 	upstream "k8s.io/kubernetes/pkg/kubelet/images/pullmanager"
+	"k8s.io/utils/clock"
 
 	"github.com/pullrecords/pullrecords/accessor"
+	"github.com/pullrecords/pullrecords/credstamp"
 	"github.com/pullrecords/pullrecords/fsstore"
 	"github.com/pullrecords/pullrecords/imageruntime"
 	"github.com/pullrecords/pullrecords/pullmanager"
@@ -108,6 +110,15 @@ type options struct {
 	// nodeConfigPath is the node configuration file; nil means the default,
 	// NodeConfigPath(rootDirectory), and "" means none.
 	nodeConfigPath *string
+	// clock is the manager's and the credential proofs' clock; nil means
+	// the real one.
+	clock clock.PassiveClock
+}
+
+// WithClock sets the clock the manager and the credential proofs read
+// (default the real clock), for tests.
+func WithClock(c clock.PassiveClock) Option {
+	return func(o *options) { o.clock = c }
 }
 
 // WithRegisterer sets the registry the manager's kubelet-named metrics are
@@ -158,6 +169,12 @@ func WithNodeConfigPath(path string) Option {
 // ErrInvalidNodeConfig), so the kubelet does not start on a default the
 // node's owner did not ask for.
 //
+// With credentialExpiry in the node configuration, the proofs of pull
+// credentials are kept in CredentialProofsDir(rootDirectory), outside
+// image_manager (recordsdir.WithCredentialExpiry): a stock kubelet on the
+// same root directory never reads them, and one that ran meanwhile leaves
+// every credential it recorded unproven, so those pods pull once more.
+//
 // Unless WithRegisterer(nil), the kubelet-named metrics replace the
 // kubelet's own in the kubelet's global registry (SwapKubeletMetrics); a
 // failed swap is logged and leaves the kubelet's idle collectors in place.
@@ -189,12 +206,20 @@ func NewForKubelet(ctx context.Context, rootDirectory string, policy upstream.Im
 		metrics.SetNominalCacheSizes(int(intentCacheSize), int(pulledRecordsCacheSize))
 	}
 	mopts := []pullmanager.Option{pullmanager.WithMetrics(metrics)}
+	var stampOptions []credstamp.Option
+	if o.clock != nil {
+		mopts = append(mopts, pullmanager.WithClock(o.clock))
+		stampOptions = append(stampOptions, credstamp.WithClock(o.clock))
+	}
 	if maxParallelPulls > defaultLockStripes {
 		mopts = append(mopts, pullmanager.WithLockStripes(int(maxParallelPulls)))
 	}
 	mopts = append(mopts, config.ManagerOptions()...)
-	records, err := recordsdir.Open(ctx, rootDirectory, policy, newImageLister(images),
-		recordsdir.WithStoreOptions(o.storeOptions...), recordsdir.WithManagerOptions(mopts...))
+	ropts := []recordsdir.Option{recordsdir.WithStoreOptions(o.storeOptions...), recordsdir.WithManagerOptions(mopts...)}
+	if config.CredentialExpiry > 0 {
+		ropts = append(ropts, recordsdir.WithCredentialExpiry(CredentialProofsDir(rootDirectory), config.CredentialExpiry, stampOptions...))
+	}
+	records, err := recordsdir.Open(ctx, rootDirectory, policy, newImageLister(images), ropts...)
 	if err != nil {
 		return nil, err
 	}

@@ -41,6 +41,14 @@ func NodeConfigPath(rootDirectory string) string {
 	return filepath.Join(rootDirectory, "pullrecords", "config.yaml")
 }
 
+// CredentialProofsDir is where NewForKubelet keeps the proofs of pull
+// credentials when the node configuration sets credentialExpiry:
+// <rootDirectory>/pullrecords/credential-proofs, beside the configuration
+// and outside image_manager, whose files stay the kubelet's.
+func CredentialProofsDir(rootDirectory string) string {
+	return filepath.Join(rootDirectory, "pullrecords", "credential-proofs")
+}
+
 // NodeConfig is the per-node choice of the library's deliberate
 // differences from the kubelet. The zero value turns every one off: the
 // manager then decides as the kubelet v1.37.2 does.
