@@ -12,11 +12,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/distribution/reference"
 	"github.com/go-logr/logr"
 
 	"github.com/pullrecords/pullrecords/accessor"
+	"github.com/pullrecords/pullrecords/credstamp"
 	"github.com/pullrecords/pullrecords/fsstore"
 	"github.com/pullrecords/pullrecords/imageruntime"
 	"github.com/pullrecords/pullrecords/memstore"
@@ -422,4 +424,43 @@ func referenceTrim(image string) (string, error) {
 		image = strings.TrimSuffix(image, ":"+t.Tag())
 	}
 	return image, nil
+}
+
+// BenchmarkMustAttemptImagePullSecretMatchExpiry is the secret match above
+// with credential expiry on: the same record and pod, plus the proof of the
+// matched secret, looked up in the stamp store.
+func BenchmarkMustAttemptImagePullSecretMatchExpiry(b *testing.B) {
+	ctx := logr.NewContext(context.Background(), logr.Discard())
+	stamps, err := credstamp.Open(logr.Discard(), b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { stamps.Close() })
+	m, cache := benchManagerWith(b, filepath.Join(b.TempDir(), "kubelet"), AlwaysVerify,
+		[]Option{WithCredentialExpiry(time.Hour, stamps)}, fsstore.WithoutSync())
+	var secrets []accessor.ImagePullSecret
+	for i := range 50 {
+		secrets = append(secrets, secret(fmt.Sprintf("uid-%02d", i), "team", fmt.Sprintf("s%02d", i), fmt.Sprintf("hash-%02d", i)))
+	}
+	const image, ref, key = "registry.example/team/app:v1", "sha256:secretmatch", "registry.example/team/app"
+	if err := cache.WriteImagePulledRecord(logr.Discard(), rec(ref, t0, map[string]accessor.ImagePullCredentials{
+		key: {KubernetesSecrets: secrets}})); err != nil {
+		b.Fatal(err)
+	}
+	if err := stamps.Stamp(secretProof(ref, key, &secrets[49])); err != nil {
+		b.Fatal(err)
+	}
+	pod := []accessor.ImagePullSecret{secrets[49]}
+	get := func() ([]accessor.ImagePullSecret, *accessor.ImagePullServiceAccount, error) { return pod, nil, nil }
+	if got, _ := m.MustAttemptImagePull(ctx, image, ref, get); got {
+		b.Fatal("secret not matched")
+	}
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if got, _ := m.MustAttemptImagePull(ctx, image, ref, get); got {
+				b.Fatal("wrong answer")
+			}
+		}
+	})
 }

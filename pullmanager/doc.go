@@ -139,6 +139,24 @@
 //     as using a preloaded image and is not asked for credentials, although
 //     the only recorded credentials for that content were a secret's. Leave
 //     it off on nodes whose runtime resolves references that way.
+//   - WithCredentialExpiry (default off) bounds how long a credential
+//     vouches. The kubelet trusts a recorded credential for as long as the
+//     record lives, also after the registry revoked it (its documentation
+//     suggests imagePullPolicy: Always instead). With a TTL, steps 12 and
+//     13 accept a matching secret or service account only if a pull made
+//     with it, of the imageRef under the mapping key, was recorded less
+//     than the TTL ago; an expired match is skipped as if it had not
+//     matched (another may still vouch), so the pod must pull, and its
+//     successful pull renews the proof. The proofs are a credstamp.Store
+//     in a directory of the caller's, outside image_manager: the records
+//     are written exactly as without expiry, nothing is deleted when a
+//     credential expires (a deleted record would make the image look
+//     preloaded), and a stock kubelet on the same directory sees nothing
+//     new. A rotated secret accepted by its coordinates inherits the proof
+//     that vouched for it, never a newer one. A missing proof is an
+//     expired one, so turning expiry on, losing the proofs or running a
+//     stock kubelet meanwhile costs pulls, never access. Node-wide entries
+//     do not expire.
 //
 // # Lock-free checks
 //
@@ -167,8 +185,10 @@
 //
 // # Non-guarantees
 //
-//   - Credentials once recorded are trusted for ever; records are not
-//     cleaned when a secret or namespace is deleted (as upstream).
+//   - Without WithCredentialExpiry, credentials once recorded are trusted
+//     for ever; with it, for the TTL after their last recorded pull, so a
+//     revocation at the registry goes unnoticed for up to the TTL. Records
+//     are not cleaned when a secret or namespace is deleted (as upstream).
 //   - The answer reflects the records at the time of the check; a record
 //     changed during a check may or may not be seen.
 //   - Intent counters live in process memory; after a restart only stored
