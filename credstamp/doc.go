@@ -1,11 +1,15 @@
-// Package credstamp remembers, on disk, when a credential last proved at an
-// image's origin registry that it may pull a repository at a digest: the
-// memory of a runtime shim's origin checks (crishim), so a pod's pull is
-// checked at the origin once per TTL rather than on every pull.
+// Package credstamp remembers, on disk, when a credential last proved that
+// it may pull a repository at a digest: the memory of a runtime shim's
+// origin checks (crishim), so a pod's pull is checked at the origin once
+// per TTL rather than on every pull, and the proofs of a pull manager's
+// credential expiry (pullmanager.WithCredentialExpiry), where a pull
+// recorded with a credential is the proof.
 //
 // A Key is (credential, repository, digest). The credential is a credential
-// hash (imageruntime.CredentialHash) or a fixed word ("node:"+hash,
-// "anonymous"), never a secret. Each key has one file in the store's
+// hash (imageruntime.CredentialHash), a fixed word ("node:"+hash,
+// "anonymous"), or for a pull manager "secret:"+hash, "secret-object:" or
+// "serviceaccount:" with the object's namespace, name and UID; never a
+// secret. Each key has one file in the store's
 // directory, named by the lowercase hex SHA-256 of its three fields, each
 // length-prefixed, and holding a small versioned JSON document:
 //
@@ -17,6 +21,8 @@
 //     rename, directory fsync): once it returns nil the stamp survives a
 //     crash or a power loss, and a reader never sees a partial file. Memory
 //     is updated only after the file is in place.
+//   - Inherit copies one key's stamp time to another, never making it
+//     newer than the original, so inheriting extends no trust.
 //   - Fresh is true only for a key stamped less than ttl ago by the
 //     store's clock; a stamp dated in the future (the clock was set back,
 //     or a file was planted) is stale, so no clock step extends trust
