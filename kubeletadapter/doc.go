@@ -29,8 +29,10 @@
 // kind NodeConfiguration) at NodeConfigPath(rootDirectory), that is
 // <root>/pullrecords/config.yaml, and turns on what it asks for:
 // preloadedImageProtection (pullmanager.WithPreloadedImageProtection, the
-// fix for kubernetes#138175) and normalizedImageNames
-// (pullmanager.WithNormalizedImageNames). The file lives under the kubelet's
+// fix for kubernetes#138175), normalizedImageNames
+// (pullmanager.WithNormalizedImageNames) and credentialExpiry
+// (pullmanager.WithCredentialExpiry, with the proofs in
+// CredentialProofsDir(rootDirectory), outside image_manager). The file lives under the kubelet's
 // root directory because that directory is what the switches are about: it
 // holds the records they change the meaning of, it is already per node and
 // kept across restarts and upgrades, and NewForKubelet already receives it,
@@ -79,7 +81,13 @@
 //   - preloadedImageProtection keeps the record files in the kubelet's
 //     format (in the kubernetes#138175 scene byte-identical to a stock
 //     kubelet's): a stock kubelet reading the directory afterwards parses
-//     every file and decides as it always does.
+//     every file and decides as it always does;
+//   - credentialExpiry changes no record file (the proofs are beside
+//     image_manager, never in it) and deletes no record: an expired
+//     credential makes its pod pull again; the image never looks preloaded.
+//     Proofs survive restarts and crashes (fsync'd files); a missing one is
+//     an expired one, so a switch-over through a stock kubelet costs pulls,
+//     never access.
 //
 // Not guaranteed:
 //   - behaviour where the library deliberately differs from the kubelet,
