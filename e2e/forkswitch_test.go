@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,9 +29,12 @@ const (
 	pipStock = "preload-stock"
 	pipOff   = "preload-off"
 	pipOn    = "preload-on"
+	// credentialExpiry: a stock kubelet and the fork with the switch on.
+	ceStock = "expiry-stock"
+	ceFork  = "expiry-fork"
 )
 
-var switchNodeNames = []string{pipStock, pipOff, pipOn}
+var switchNodeNames = []string{pipStock, pipOff, pipOn, ceStock, ceFork}
 
 // Node configuration files (kubeletadapter.NodeConfigPath) of the switch
 // scenes.
@@ -64,11 +68,13 @@ type switchNode struct {
 
 // TestForkNodeSwitches shows each of kubeletadapter's per-node switches
 // (<kubelet root dir>/pullrecords/config.yaml) on real kubelets: the scene
-// the switch is for, on a stock kubelet v1.37.2, on the fork with the
-// switch off and on the fork with it on, registered to one API server.
+// the switch is for, on a stock kubelet v1.37.2 and on the fork with the
+// switch on (for preloadedImageProtection also the fork with it off),
+// registered to one API server.
 func TestForkNodeSwitches(t *testing.T) {
 	sc := startSwitchScene(t)
 	t.Run("preloadedImageProtection", func(t *testing.T) { testPreloadedImageProtection(t, sc) })
+	t.Run("credentialExpiry", func(t *testing.T) { testCredentialExpiry(t, sc) })
 }
 
 func startSwitchScene(t *testing.T) *switchScene {
@@ -100,14 +106,15 @@ func startSwitchScene(t *testing.T) *switchScene {
 // restarts its kubelet, which reads the file at start. It returns the
 // nodes in the order given. The first start, without the file, is a fork
 // start with every switch off; only the second one's start line counts
-// (see requireStartLine).
-func (sc *switchScene) startSwitchNodes(t *testing.T, specs []switchNode) []*forkNode {
+// (see requireStartLine). The nodes reach the shared scene's registries
+// and the insecure ones over plain HTTP.
+func (sc *switchScene) startSwitchNodes(t *testing.T, specs []switchNode, insecure ...string) []*forkNode {
 	t.Helper()
 	kubelets := map[string]string{}
 	for _, sp := range specs {
 		kubelets[sp.name] = sp.kubelet
 	}
-	started := startForkNodes(t, sc.ctx, &sc.shimScene, kubelets)
+	started := startForkNodes(t, sc.ctx, &sc.shimScene, kubelets, insecure...)
 	nodes := make([]*forkNode, len(specs))
 	for i, sp := range specs {
 		n := started[sp.name]
@@ -167,11 +174,13 @@ func requireStartLine(t *testing.T, n *forkNode, want ...string) {
 }
 
 // switchPod is a pod a switch subtest runs on each of its nodes, and the
-// outcome wanted on each (by node, in the nodes' order).
+// outcome wanted on each (by node, in the nodes' order); with pulls, also
+// whether the kubelet pulls on each (its "Pulling" event, see podPulled).
 type switchPod struct {
 	ns, image, secret string
 	policy            corev1.PullPolicy
 	want              []string
+	pulls             []bool
 }
 
 // runPerNode creates the pod on every node at once, waits for each node's
@@ -194,6 +203,13 @@ func (sc *switchScene) runPerNode(t *testing.T, nodes []*forkNode, prefix string
 		if got[i] != p.want[i] {
 			t.Errorf("%s kubelet, pod %s in %s, image %s, secret %q, policy %q: outcome %s, want %s\n%s",
 				n.label, prefix, p.ns, p.image, p.secret, p.policy, got[i], p.want[i], lastLines(n.KubeletLog(), 20))
+		}
+		if p.pulls == nil {
+			continue
+		}
+		if pulled, events := sc.podPulled(t, p.ns, prefix+"-"+n.Name); pulled != p.pulls[i] {
+			t.Errorf("%s kubelet, pod %s in %s, image %s, secret %q, policy %q: pulled %v, want %v; events %q",
+				n.label, prefix, p.ns, p.image, p.secret, p.policy, pulled, p.pulls[i], events)
 		}
 	}
 	for _, n := range nodes {
@@ -330,4 +346,206 @@ func testPreloadedImageProtection(t *testing.T, sc *switchScene) {
 		requireSameRecords(t, stock.Node, off.Node)
 		requireSameRecords(t, stock.Node, on.Node)
 	})
+}
+
+// podPulled waits (every 200 ms, up to 30 s and the scene's context) until
+// the pod has an event saying how its image was settled ("Pulled": pulled
+// or already present; "Failed"; "ErrImageNeverPull"), and reports whether
+// the kubelet pulled for it: a "Pulling" event, which the kubelet's image
+// manager sends before every pull and never otherwise (events of one pod
+// reach the API server in the order they were sent). It also returns the
+// events, "reason: message", for failures.
+func (sc *switchScene) podPulled(t *testing.T, ns, name string) (bool, []string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		evs, err := sc.cs.CoreV1().Events(ns).List(sc.ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var all []string
+		pulling, settled := false, false
+		for _, e := range evs.Items {
+			all = append(all, e.Reason+": "+e.Message)
+			switch e.Reason {
+			case "Pulling":
+				pulling = true
+			case "Pulled", "Failed", "ErrImageNeverPull":
+				settled = true
+			}
+		}
+		if settled {
+			return pulling, all
+		}
+		if time.Now().After(deadline) || sc.ctx.Err() != nil {
+			t.Fatalf("pod %s/%s: no event settling its image within 30 s; events %q", ns, name, all)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// expiryTTL is the credentialExpiry of the fork node of the
+// credentialExpiry scene: long enough for a second pod (and a kubelet
+// restart) to be decided within it on a loaded 2-core machine (measured:
+// 5.4-6 s on a quiet one; a slower run fails as too slow, never as a
+// wrong decision), short enough to wait past it twice.
+const expiryTTL = 30 * time.Second
+
+// manifestRequests counts the registry's requests for a manifest of repo
+// after the first skip requests.
+func manifestRequests(t *testing.T, r *nodetest.Registry, repo string, skip int) int {
+	t.Helper()
+	n := 0
+	for _, req := range since(t, r, skip) {
+		if req.IsManifest() && strings.HasPrefix(req.Path, "/v2/"+repo+"/manifests/") {
+			n++
+		}
+	}
+	return n
+}
+
+// sleepUntil sleeps until the time (not a timed assertion: the scene waits
+// for a TTL to pass, and only outcomes are asserted).
+func sleepUntil(t *testing.T, ctx context.Context, when time.Time) {
+	t.Helper()
+	select {
+	case <-time.After(time.Until(when)):
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+}
+
+// testCredentialExpiry shows credentialExpiry on real kubelets, with a
+// registry of its own that can revoke the secret's password. On the fork
+// with the switch, a secret vouches for the image it pulled only while a
+// pull made with it was recorded less than the TTL ago: within the TTL its
+// pods do not pull, past it they pull again (and the pull renews, which a
+// kubelet restart keeps); once the registry refused the password, past the
+// TTL its pods get ErrImagePull (IfNotPresent) and ErrImageNeverPull
+// (Never), also after a kubelet restart, while the stock kubelet keeps
+// running them from its record, as upstream documents. The record is never
+// dropped: a pod without a secret never finds the image looking preloaded.
+func testCredentialExpiry(t *testing.T, sc *switchScene) {
+	ctx := sc.ctx
+	// A registry of this scene only, since it revokes its password.
+	auth := &nodetest.BasicAuth{Username: "expiry-robot", Password: "pw-" + randomHex(8)}
+	reg, err := nodetest.StartRegistry(ctx, t.TempDir(), auth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(reg.Stop)
+	repo := "tenant-a/expiring"
+	image := reg.Host + "/" + repo + ":v1"
+	if _, err := nodetest.PushImage(ctx, reg, image, withFile(sc.pauseFiles, "etc/which", "expiring "+randomHex(4)), []string{"/pause"}, auth); err != nil {
+		t.Fatal(err)
+	}
+	mustSecret(t, ctx, sc.cs, switchTestNamespaceA, "expirycred", reg.Host, auth.Username, auth.Password)
+
+	nodes := sc.startSwitchNodes(t, []switchNode{
+		{name: ceStock, label: "stock", kubelet: sc.stock},
+		{name: ceFork, label: "fork, credentialExpiry", kubelet: sc.fork, config: nodeConfigHeader + "credentialExpiry: " + expiryTTL.String() + "\n"},
+	}, reg.Host)
+	stock, fork := nodes[0], nodes[1]
+	both := func(o string) []string { return []string{o, o} }
+	proofs := func(n *forkNode) int {
+		entries, _ := os.ReadDir(filepath.Join(n.RootDir, "pullrecords", "credential-proofs"))
+		return len(entries)
+	}
+
+	t.Run("start lines", func(t *testing.T) {
+		requireStartLine(t, stock)
+		requireStartLine(t, fork, "credentialExpiry="+expiryTTL.String(), `nodeConfig="`+nodeConfigPath(fork)+`"`)
+	})
+
+	// step runs the pod on both nodes, fails the subtest at once unless
+	// every outcome (and pull) is the wanted one, and asserts whether the
+	// registry served a manifest of the image meanwhile (a pull by either
+	// node). It returns when it started and when the pods were gone: a
+	// pull of the step was recorded between the two.
+	step := func(id, name string, manifests bool, p switchPod) (started, done time.Time) {
+		t.Helper()
+		started = time.Now()
+		skip := countRequests(t, reg)
+		ok := t.Run(id+" "+name, func(t *testing.T) {
+			sc.runPerNode(t, nodes, "ce-"+id, p)
+			if got := manifestRequests(t, reg, repo, skip); (got > 0) != manifests {
+				t.Errorf("the registry served %d manifest requests of %s during the step, want some: %v", got, repo, manifests)
+			}
+		})
+		done = time.Now()
+		t.Logf("step %s %q: %v", id, name, done.Sub(started).Round(100*time.Millisecond))
+		if !ok {
+			t.FailNow()
+		}
+		return started, done
+	}
+	// within fails the test when the machine was too slow for the scene:
+	// a step meant to be decided within the TTL of a pull made at or after
+	// since ended later than that.
+	within := func(since, done time.Time, what string) {
+		t.Helper()
+		d := done.Sub(since)
+		t.Logf("%s ended %v after the pull it relies on began (TTL %v)", what, d.Round(100*time.Millisecond), expiryTTL)
+		if d >= expiryTTL {
+			t.Fatalf("%s ended %v after the pull it relies on began: not within the TTL %v, the machine is too slow for this scene", what, d.Round(100*time.Millisecond), expiryTTL)
+		}
+	}
+	withSecret := switchPod{ns: switchTestNamespaceA, image: image, secret: "expirycred"}
+	with := func(want []string, pulls ...bool) switchPod {
+		p := withSecret
+		p.want, p.pulls = want, pulls
+		return p
+	}
+	never := func(p switchPod) switchPod { p.policy = corev1.PullNever; return p }
+	// Past the TTL of every pull recorded up to done (a second of margin
+	// for the clocks' granularity).
+	pastTTL := func(done time.Time) { sleepUntil(t, ctx, done.Add(expiryTTL+time.Second)) }
+
+	// 1. The first pull, on both nodes; the fork keeps a proof of it.
+	start1, done1 := step("1", "first pod with the secret", true, with(both(outcomeSucceeded), true, true))
+	if got := proofs(fork); got == 0 {
+		t.Errorf("fork: no credential proof after the pull")
+	}
+	if got := proofs(stock); got != 0 {
+		t.Errorf("stock: %d credential proofs, want none", got)
+	}
+	// 2. Within the TTL, the secret vouches on both: no pull anywhere.
+	_, done2 := step("2", "second pod within the TTL", false, with(both(outcomeSucceeded), false, false))
+	within(start1, done2, "step 2")
+	// 3. Past the TTL, the fork pulls again; stock does not.
+	pastTTL(done1)
+	start3, _ := step("3", "past the TTL", true, with(both(outcomeSucceeded), false, true))
+	// That pull renewed the proof, and a kubelet restart keeps it.
+	fork.StopKubelet()
+	if err := fork.StartKubelet(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, done3b := step("3b", "renewed, after a restart", false, with(both(outcomeSucceeded), false, false))
+	within(start3, done3b, "step 3b")
+
+	// 4. The registry revokes the secret's password. Past the TTL the fork
+	// refuses the secret (it asks the registry again, which says no); the
+	// stock kubelet's record keeps vouching for it.
+	if err := reg.ChangePassword(ctx, "pw-"+randomHex(8)); err != nil {
+		t.Fatal(err)
+	}
+	pastTTL(done3b)
+	step("4a", "revoked, past the TTL", true, with([]string{outcomeSucceeded, outcomeErrImagePull}, false, true))
+	step("4b", "revoked, past the TTL, Never", false, never(with([]string{outcomeSucceeded, outcomeErrImageNeverPull}, false, false)))
+	// 5. The record stayed: without a secret the image never looks
+	// preloaded.
+	step("5", "no secret, Never", false, switchPod{ns: switchTestNamespaceNo, image: image, policy: corev1.PullNever,
+		want: both(outcomeErrImageNeverPull), pulls: []bool{false, false}})
+	for _, n := range nodes {
+		if m, raw := pulledRecordMapping(t, n.Node, reg.Host+"/"+repo); m == nil {
+			t.Errorf("%s: no pulled record maps %s (records: %s)", n.label, repo, raw)
+		}
+	}
+	// 6. A restart of the fork with the proof expired: still refused.
+	fork.StopKubelet()
+	if err := fork.StartKubelet(ctx); err != nil {
+		t.Fatal(err)
+	}
+	step("6", "after a restart, expired, Never", false, never(with([]string{outcomeSucceeded, outcomeErrImageNeverPull}, false, false)))
+	requireStartLine(t, fork, "credentialExpiry="+expiryTTL.String())
 }

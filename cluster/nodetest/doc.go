@@ -54,6 +54,9 @@
 //     containerd's own.
 //   - Registry.Requests lists every request the registry served (method,
 //     path, status, user agent), from its access log.
+//   - Registry.ChangePassword revokes an htpasswd registry's password: it
+//     restarts the registry on the same host, data and log with the new
+//     one, and the old one is refused with 401 from its return on.
 //
 // What it does not guarantee:
 //   - It needs root, the Debian packages containerd (1.6, also provides

@@ -31,9 +31,11 @@ type Registry struct {
 	// Auth is the user the registry requires, nil for an open registry.
 	Auth *BasicAuth
 
-	dir      string
-	p        *childproc.Process
-	stopOnce sync.Once
+	dir string
+	bin string
+
+	mu sync.Mutex
+	p  *childproc.Process // nil once stopped
 }
 
 // URL returns the registry's base URL (http://Host).
@@ -56,7 +58,17 @@ func StartRegistry(ctx context.Context, dir string, auth *BasicAuth) (*Registry,
 	if err != nil {
 		return nil, err
 	}
-	host := fmt.Sprintf("127.0.0.1:%d", port)
+	r := &Registry{Host: fmt.Sprintf("127.0.0.1:%d", port), Auth: auth, dir: dir, bin: bin}
+	if err := r.start(ctx); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// start writes the registry's configuration (and htpasswd file, when Auth
+// is not nil) for r.Host, starts docker-registry, its output appended to
+// LogPath, and waits until it answers /v2/.
+func (r *Registry) start(ctx context.Context) error {
 	secret := make([]byte, 16)
 	_, _ = rand.Read(secret)
 	// The registry's own messages are JSON (formatter json), so that no
@@ -69,30 +81,32 @@ storage:
 http:
   addr: %s
   secret: %s
-`, filepath.Join(dir, "data"), host, hex.EncodeToString(secret))
-	if auth != nil {
+`, filepath.Join(r.dir, "data"), r.Host, hex.EncodeToString(secret))
+	if r.Auth != nil {
 		// The registry checks the hash on every request: the minimum cost
 		// keeps pushes and pulls fast (a push with DefaultCost took 1.5 s
 		// on a loaded 2-core machine, 0.15 s without auth).
-		hash, err := bcrypt.GenerateFromPassword([]byte(auth.Password), bcrypt.MinCost)
+		hash, err := bcrypt.GenerateFromPassword([]byte(r.Auth.Password), bcrypt.MinCost)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		htpasswd := filepath.Join(dir, "htpasswd")
-		if err := os.WriteFile(htpasswd, []byte(auth.Username+":"+string(hash)+"\n"), 0o600); err != nil {
-			return nil, err
+		htpasswd := filepath.Join(r.dir, "htpasswd")
+		if err := os.WriteFile(htpasswd, []byte(r.Auth.Username+":"+string(hash)+"\n"), 0o600); err != nil {
+			return err
 		}
 		cfg += fmt.Sprintf("auth:\n  htpasswd: {realm: pullrecords-nodetest, path: %q}\n", htpasswd)
 	}
-	cfgPath := filepath.Join(dir, "config.yml")
+	cfgPath := filepath.Join(r.dir, "config.yml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		return nil, err
+		return err
 	}
-	p, err := childproc.Start("docker-registry", bin, []string{"serve", cfgPath}, nil, filepath.Join(dir, "registry.log"), nil)
+	p, err := childproc.Start("docker-registry", r.bin, []string{"serve", cfgPath}, nil, r.LogPath(), nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	r := &Registry{Host: host, Auth: auth, dir: dir, p: p}
+	r.mu.Lock()
+	r.p = p
+	r.mu.Unlock()
 	client := &http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -100,21 +114,53 @@ http:
 		if resp, err := client.Do(req); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusUnauthorized {
-				return r, nil
+				return nil
 			}
 		}
 		switch {
 		case p.Exited():
-			return nil, fmt.Errorf("docker-registry on %s exited: %v\n%s", host, p.Err(), childproc.LogTail(p.LogPath, 30))
+			r.Stop()
+			return fmt.Errorf("docker-registry on %s exited: %v\n%s", r.Host, p.Err(), childproc.LogTail(p.LogPath, 30))
 		case ctx.Err() != nil, time.Now().After(deadline):
 			r.Stop()
-			return nil, fmt.Errorf("docker-registry on %s did not answer /v2/ in time\n%s", host, childproc.LogTail(p.LogPath, 30))
+			return fmt.Errorf("docker-registry on %s did not answer /v2/ in time\n%s", r.Host, childproc.LogTail(p.LogPath, 30))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
+// ChangePassword makes the registry require password for its user from
+// now on, as a registry that revoked a credential does: it stops the
+// registry, writes its htpasswd file with Auth's user name and password,
+// and starts it again on the same Host, with the same data (images pushed
+// before are still there) and the same log (so Requests keeps the requests
+// served before). It returns once the registry answers /v2/ again; from
+// then on the old password is refused with 401. Auth is then a new
+// BasicAuth with the new password (the one given to StartRegistry is not
+// modified). Requests made while it restarts fail (connection refused).
+// It is an error on an open registry (Auth nil) and on a stopped one.
+// Not safe for use concurrently with itself or Stop.
+func (r *Registry) ChangePassword(ctx context.Context, password string) error {
+	if r.Auth == nil {
+		return fmt.Errorf("nodetest: registry %s is open (no htpasswd): no password to change", r.Host)
+	}
+	r.mu.Lock()
+	running := r.p != nil
+	r.mu.Unlock()
+	if !running {
+		return fmt.Errorf("nodetest: registry %s is stopped", r.Host)
+	}
+	r.Stop()
+	r.Auth = &BasicAuth{Username: r.Auth.Username, Password: password}
+	return r.start(ctx)
+}
+
 // Stop stops the registry (idempotent). Its data stays in dir.
 func (r *Registry) Stop() {
-	r.stopOnce.Do(func() { _ = r.p.Stop(5 * time.Second) })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.p != nil {
+		_ = r.p.Stop(5 * time.Second)
+		r.p = nil
+	}
 }
