@@ -38,6 +38,9 @@
 //   - Prune removes expired and future-dated stamps, stamp-named files that
 //     vouch for nothing and temporary files of interrupted writes, and no
 //     other name.
+//   - OpenReadOnly changes nothing on disk (no directory created or
+//     narrowed, every write refused with ErrReadOnly): for a command that
+//     explains what a running process decides.
 //   - All methods are safe for concurrent use.
 //
 // # Non-guarantees

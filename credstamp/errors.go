@@ -12,4 +12,7 @@ var (
 	// package writes, of another version, or naming another key than its
 	// file name.
 	ErrInvalidStampFile = errors.New("invalid verification stamp file")
+	// ErrReadOnly is returned by the writes of a store opened with
+	// OpenReadOnly.
+	ErrReadOnly = errors.New("verification stamps opened read-only")
 )

@@ -32,6 +32,9 @@ type Store struct {
 	root    *atomicfile.Root
 	clock   clock.PassiveClock
 	writers *keylock.Set // by file name: Stamp of one key, and Prune (all)
+	// readOnly stores (OpenReadOnly) refuse every write; root is nil when
+	// the directory did not exist.
+	readOnly bool
 
 	mu     sync.RWMutex
 	stamps map[Key]time.Time // when each key was last verified
@@ -42,10 +45,6 @@ type Store struct {
 // once; a file that is not a valid stamp for its own name is logged and
 // ignored (it vouches for nothing) and left for Prune to remove.
 func Open(logger klog.Logger, dir string, opts ...Option) (*Store, error) {
-	o := options{clock: clock.RealClock{}}
-	for _, opt := range opts {
-		opt(&o)
-	}
 	if err := os.MkdirAll(dir, dirPerm); err != nil {
 		return nil, fmt.Errorf("opening verification stamps in %s: %w", dir, err)
 	}
@@ -56,17 +55,46 @@ func Open(logger klog.Logger, dir string, opts ...Option) (*Store, error) {
 			return nil, fmt.Errorf("opening verification stamps in %s: narrowing mode %v to %v: %w", dir, fi.Mode().Perm(), dirPerm, err)
 		}
 	}
+	return open(logger, dir, false, opts)
+}
+
+// OpenReadOnly opens the stamps in dir for Fresh alone, changing nothing
+// on disk: no directory is created or narrowed, no file written or
+// removed. A directory that does not exist holds no stamps (every key is
+// stale). Stamp, Inherit and Prune of a read-only store return
+// ErrReadOnly. For an operator's command explaining what a running process
+// decides.
+func OpenReadOnly(logger klog.Logger, dir string, opts ...Option) (*Store, error) {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		o := openOptions(opts)
+		return &Store{logger: logger, dir: dir, clock: o.clock, readOnly: true, writers: keylock.New(1), stamps: map[Key]time.Time{}}, nil
+	}
+	return open(logger, dir, true, opts)
+}
+
+func openOptions(opts []Option) options {
+	o := options{clock: clock.RealClock{}}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// open reads the stamps of the existing directory dir.
+func open(logger klog.Logger, dir string, readOnly bool, opts []Option) (*Store, error) {
+	o := openOptions(opts)
 	root, err := atomicfile.Open(dir)
 	if err != nil {
 		return nil, fmt.Errorf("opening verification stamps in %s: %w", dir, err)
 	}
 	s := &Store{
-		logger:  logger,
-		dir:     dir,
-		root:    root,
-		clock:   o.clock,
-		writers: keylock.New(writerStripes),
-		stamps:  make(map[Key]time.Time),
+		logger:   logger,
+		dir:      dir,
+		root:     root,
+		clock:    o.clock,
+		readOnly: readOnly,
+		writers:  keylock.New(writerStripes),
+		stamps:   make(map[Key]time.Time),
 	}
 	entries, err := s.readDir()
 	if err != nil {
@@ -86,7 +114,7 @@ func Open(logger klog.Logger, dir string, opts ...Option) (*Store, error) {
 		}
 		s.stamps[k] = t
 	}
-	logger.V(2).Info("Opened verification stamps", "dir", dir, "stamps", len(s.stamps), "ignored", ignored)
+	logger.V(2).Info("Opened verification stamps", "dir", dir, "stamps", len(s.stamps), "ignored", ignored, "readOnly", readOnly)
 	return s, nil
 }
 
@@ -137,6 +165,9 @@ func fresh(t, now time.Time, ttl time.Duration) bool {
 // stamp survives a crash or a power loss; when it returns an error, Fresh
 // does not see this stamp (an older one of k may still be fresh).
 func (s *Store) Stamp(k Key) error {
+	if s.readOnly {
+		return fmt.Errorf("stamping a verification in %s: %w", s.dir, ErrReadOnly)
+	}
 	if err := k.validate(); err != nil {
 		return err
 	}
@@ -153,6 +184,9 @@ func (s *Store) Stamp(k Key) error {
 // already has one at least as recent; it never makes a stamp newer than
 // from's, so inheriting extends no trust.
 func (s *Store) Inherit(to, from Key) error {
+	if s.readOnly {
+		return fmt.Errorf("stamping a verification in %s: %w", s.dir, ErrReadOnly)
+	}
 	if err := to.validate(); err != nil {
 		return err
 	}
@@ -191,6 +225,9 @@ func (s *Store) writeLocked(k Key, t time.Time) error {
 // process wrote it) is kept and loaded. It returns how many entries it
 // removed and every error it met.
 func (s *Store) Prune(ttl time.Duration) (removed int, err error) {
+	if s.readOnly {
+		return 0, fmt.Errorf("pruning verification stamps in %s: %w", s.dir, ErrReadOnly)
+	}
 	unlockAll := s.writers.LockAll()
 	defer unlockAll()
 	entries, err := s.readDir()
@@ -277,4 +314,9 @@ func isLowerHex(s string) bool {
 }
 
 // Close releases the directory. The Store must not be used afterwards.
-func (s *Store) Close() error { return s.root.Close() }
+func (s *Store) Close() error {
+	if s.root == nil {
+		return nil
+	}
+	return s.root.Close()
+}

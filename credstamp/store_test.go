@@ -3,8 +3,10 @@ package credstamp
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -449,4 +451,72 @@ func TestInherit(t *testing.T) {
 	if err := s.Inherit(Key{}, from); !errors.Is(err, ErrInvalidKey) {
 		t.Errorf("Inherit to an empty key: %v, want ErrInvalidKey", err)
 	}
+}
+
+// A read-only store sees the stamps and changes nothing on disk: no
+// directory made or narrowed, no write, no prune; a missing directory is a
+// store of no stamps.
+func TestOpenReadOnly(t *testing.T) {
+	c := testingclock.NewFakePassiveClock(t0)
+	dir := filepath.Join(t.TempDir(), "proofs")
+	missing, err := OpenReadOnly(logr.Discard(), dir, WithClock(c))
+	if err != nil {
+		t.Fatalf("OpenReadOnly of a missing directory: %v", err)
+	}
+	if missing.Fresh(testKey(1), time.Hour) {
+		t.Errorf("a missing directory vouches")
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("OpenReadOnly created %s: %v", dir, err)
+	}
+	missing.Close()
+
+	w := openAt(t, dir, c)
+	if err := w.Stamp(testKey(1)); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before := listDir(t, dir)
+	ro, err := OpenReadOnly(logr.Discard(), dir, WithClock(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if !ro.Fresh(testKey(1), time.Hour) {
+		t.Errorf("the read-only store does not see the stamp")
+	}
+	for name, err := range map[string]error{
+		"Stamp":   ro.Stamp(testKey(2)),
+		"Inherit": ro.Inherit(testKey(2), testKey(1)),
+	} {
+		if !errors.Is(err, ErrReadOnly) {
+			t.Errorf("%s on a read-only store: %v, want ErrReadOnly", name, err)
+		}
+	}
+	if _, err := ro.Prune(time.Nanosecond); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("Prune on a read-only store: %v, want ErrReadOnly", err)
+	}
+	if after := listDir(t, dir); before != after {
+		t.Errorf("the read-only store changed the directory:\nbefore %s\nafter  %s", before, after)
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("the read-only store changed the directory's mode: %v %v", fi.Mode(), err)
+	}
+}
+
+func listDir(t *testing.T, dir string) string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, e := range entries {
+		data, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+		b.WriteString(e.Name() + "=" + string(data) + ";")
+	}
+	return b.String()
 }

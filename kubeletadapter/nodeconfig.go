@@ -17,6 +17,7 @@ import (
 
 	"github.com/pullrecords/pullrecords/atomicfile"
 	"github.com/pullrecords/pullrecords/pullmanager"
+	"github.com/pullrecords/pullrecords/recordsdir"
 )
 
 // The node configuration file's identity and limits.
@@ -46,7 +47,7 @@ func NodeConfigPath(rootDirectory string) string {
 // <rootDirectory>/pullrecords/credential-proofs, beside the configuration
 // and outside image_manager, whose files stay the kubelet's.
 func CredentialProofsDir(rootDirectory string) string {
-	return filepath.Join(rootDirectory, "pullrecords", "credential-proofs")
+	return recordsdir.CredentialProofsDir(rootDirectory)
 }
 
 // NodeConfig is the per-node choice of the library's deliberate

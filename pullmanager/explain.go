@@ -173,7 +173,8 @@ func (m *PullManager) tell(e *Explanation, image, imageRef string, v *verdict) {
 	e.step(StepPodCredentials, checkPodCreds, fmt.Sprintf("%d secret(s), service account %s", len(v.podSecrets), saString(v.podSA)))
 	// Step 12: the pairs of pod and recorded secrets decide compared before
 	// the one that matched, if any; of these, the ones with the same
-	// coordinates were refused at the limit.
+	// coordinates were refused at the limit, or (below it) because their
+	// proof had expired, which is told next.
 	cached := v.entry.KubernetesSecrets
 pairs:
 	for i := range v.podSecrets {
@@ -183,7 +184,7 @@ pairs:
 			if ps == v.podSecret && cs == v.recorded {
 				break pairs
 			}
-			if sameCoordinates(cs, ps) {
+			if sameCoordinates(cs, ps) && len(cached) >= writeRecordWhileMatchingLimit {
 				e.step(StepSecretMatch, checkSecrets, fmt.Sprintf(
 					"secret %s matches recorded coordinates, but %d secrets are recorded (limit %d): not trusted without a hash match",
 					secretString(ps), len(cached), writeRecordWhileMatchingLimit))

@@ -1,6 +1,7 @@
 package recordsdir
 
 import (
+	"path/filepath"
 	"time"
 
 	"github.com/pullrecords/pullrecords/credstamp"
@@ -21,6 +22,15 @@ type expiryOptions struct {
 	dir          string
 	ttl          time.Duration
 	stampOptions []credstamp.Option
+}
+
+// CredentialProofsDir is the conventional directory of the credential
+// proofs of the records under rootDir: <rootDir>/pullrecords/credential-proofs,
+// beside image_manager and never in it. A kubelet built on the library
+// keeps them there (kubeletadapter), and the pullrecords command looks
+// there.
+func CredentialProofsDir(rootDir string) string {
+	return filepath.Join(rootDir, "pullrecords", "credential-proofs")
 }
 
 // WithCredentialExpiry turns on credential expiry

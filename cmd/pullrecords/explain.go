@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
 	"github.com/pullrecords/pullrecords/cmd/pullrecords/internal/explain"
+	"github.com/pullrecords/pullrecords/credstamp"
 	"github.com/pullrecords/pullrecords/pullmanager"
+	"github.com/pullrecords/pullrecords/recordsdir"
 )
 
 type explainOptions struct {
@@ -18,6 +21,7 @@ type explainOptions struct {
 	policy         string
 	allowlist      []string
 	protect        bool
+	expiry         time.Duration
 }
 
 func newExplainCmd(g *globalOptions) *cobra.Command {
@@ -58,6 +62,9 @@ its credential, unknown, could have matched a recorded one.`,
 	f.StringSliceVar(&o.allowlist, "allowlist", nil, "allowlist patterns for NeverVerifyAllowlistedImages (comma-separated or repeated)")
 	f.BoolVar(&o.protect, "protect-preloaded", false,
 		"explain with the fix for kubernetes#138175 (pullmanager.WithPreloadedImageProtection): a record counts as pulled by the kubelet only for the names it maps")
+	f.DurationVar(&o.expiry, "credential-expiry", 0,
+		"explain with credential expiry (a fork's credentialExpiry): a recorded credential vouches only if a pull with it was recorded less than this long ago, "+
+			"by the proofs in <kubelet-dir>/pullrecords/credential-proofs (read-only); 0: credentials never expire")
 	return cmd
 }
 
@@ -97,11 +104,22 @@ func runExplain(ctx context.Context, g *globalOptions, o *explainOptions, image,
 	if err != nil {
 		return err
 	}
+	if o.expiry < 0 {
+		return fmt.Errorf("%w: --credential-expiry %v: want a duration above zero, or 0 for none", errUsage, o.expiry)
+	}
 	store, err := g.openReadOnly()
 	if err != nil {
 		return err
 	}
 	defer store.Close()
+	var proofs *credstamp.Store
+	if o.expiry > 0 {
+		dir := recordsdir.CredentialProofsDir(g.kubeletDir)
+		if proofs, err = credstamp.OpenReadOnly(g.logger(), dir); err != nil {
+			return fmt.Errorf("reading the credential proofs: %w", err)
+		}
+		defer proofs.Close()
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -109,6 +127,8 @@ func runExplain(ctx context.Context, g *globalOptions, o *explainOptions, image,
 		Policy:           policy,
 		PolicyName:       o.policy,
 		ProtectPreloaded: o.protect,
+		CredentialExpiry: o.expiry,
+		Proofs:           proofs,
 	}, image, imageRef, pod)
 	if err != nil {
 		return err

@@ -52,6 +52,7 @@ func TestScripts(t *testing.T) {
 			"healthz":    cmdHealthz,
 			"bigfile":    cmdBigFile,
 			"setenvq":    cmdSetenvQuoted,
+			"pulledago":  cmdPulledAgo,
 		},
 	})
 }

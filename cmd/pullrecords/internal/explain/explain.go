@@ -2,8 +2,10 @@ package explain
 
 import (
 	"context"
+	"time"
 
 	"github.com/pullrecords/pullrecords/accessor"
+	"github.com/pullrecords/pullrecords/credstamp"
 	"github.com/pullrecords/pullrecords/pullmanager"
 )
 
@@ -40,6 +42,12 @@ type Options struct {
 	// ProtectPreloaded is pullmanager.WithPreloadedImageProtection (the fix
 	// for kubernetes#138175).
 	ProtectPreloaded bool
+	// CredentialExpiry, when above zero, explains with
+	// pullmanager.WithCredentialExpiry over Proofs (a store opened
+	// read-only, credstamp.OpenReadOnly), as a kubelet with the
+	// credentialExpiry switch decides.
+	CredentialExpiry time.Duration
+	Proofs           *credstamp.Store
 }
 
 // Explanation is the manager's explanation as the command prints it:
@@ -69,7 +77,8 @@ type SecretRef = pullmanager.SecretRef
 // missing policy or store.
 func Explain(ctx context.Context, records accessor.PullRecordsAccessor, opts Options, image, imageRef string, pod Pod) (Explanation, error) {
 	m, err := pullmanager.NewImagePullManager(ctx, records, opts.Policy, nil,
-		pullmanager.WithPreloadedImageProtection(opts.ProtectPreloaded))
+		pullmanager.WithPreloadedImageProtection(opts.ProtectPreloaded),
+		pullmanager.WithCredentialExpiry(opts.CredentialExpiry, opts.Proofs))
 	if err != nil {
 		return Explanation{}, err
 	}
