@@ -145,7 +145,7 @@ func TestForkMatchesStockKubelet(t *testing.T) {
 	slow := newSlowOrigin(t, s.origin)
 	mustSecret(t, ctx, s.cs, "tenant-a", "regcred-slow", slow.host(), s.auth.Username, s.auth.Password)
 
-	nodes := startForkNodes(t, ctx, &s, map[string]string{stockNodeName: stock, forkNodeName: fork}, slow.host())
+	nodes := startForkNodes(t, ctx, &s, map[string]string{stockNodeName: stock, forkNodeName: fork}, nil, slow.host())
 	both := []*forkNode{nodes[stockNodeName], nodes[forkNodeName]}
 
 	t.Run("start line and lock", func(t *testing.T) {
@@ -352,9 +352,10 @@ func restartKubelet(t *testing.T, ctx context.Context, n *nodetest.Node) {
 	}
 }
 
-// startForkNodes starts the nodes (name → kubelet binary) at once, without
-// mirrors: both registries are reached directly, over plain HTTP.
-func startForkNodes(t *testing.T, ctx context.Context, s *shimScene, kubelets map[string]string, insecure ...string) map[string]*forkNode {
+// startForkNodes starts the nodes (name → kubelet binary) at once. Both
+// registries are reached directly, over plain HTTP; hosts, when not nil,
+// are containerd's hosts.toml registry hosts (mirrors) besides them.
+func startForkNodes(t *testing.T, ctx context.Context, s *shimScene, kubelets map[string]string, hosts []nodetest.RegistryHost, insecure ...string) map[string]*forkNode {
 	t.Helper()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -376,6 +377,7 @@ func startForkNodes(t *testing.T, ctx context.Context, s *shimScene, kubelets ma
 				Kubelet:            prog,
 				SandboxImage:       s.sandbox,
 				InsecureRegistries: append([]string{s.public.Host, s.origin.Host}, insecure...),
+				RegistryHosts:      hosts,
 			})
 			mu.Lock()
 			defer mu.Unlock()

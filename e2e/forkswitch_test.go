@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,9 +33,12 @@ const (
 	// credentialExpiry: a stock kubelet and the fork with the switch on.
 	ceStock = "expiry-stock"
 	ceFork  = "expiry-fork"
+	// normalizedImageNames: a stock kubelet and the fork with the switch on.
+	nnStock = "names-stock"
+	nnFork  = "names-fork"
 )
 
-var switchNodeNames = []string{pipStock, pipOff, pipOn, ceStock, ceFork}
+var switchNodeNames = []string{pipStock, pipOff, pipOn, ceStock, ceFork, nnStock, nnFork}
 
 // Node configuration files (kubeletadapter.NodeConfigPath) of the switch
 // scenes.
@@ -75,6 +79,7 @@ func TestForkNodeSwitches(t *testing.T) {
 	sc := startSwitchScene(t)
 	t.Run("preloadedImageProtection", func(t *testing.T) { testPreloadedImageProtection(t, sc) })
 	t.Run("credentialExpiry", func(t *testing.T) { testCredentialExpiry(t, sc) })
+	t.Run("normalizedImageNames", func(t *testing.T) { testNormalizedImageNames(t, sc) })
 }
 
 func startSwitchScene(t *testing.T) *switchScene {
@@ -107,14 +112,15 @@ func startSwitchScene(t *testing.T) *switchScene {
 // nodes in the order given. The first start, without the file, is a fork
 // start with every switch off; only the second one's start line counts
 // (see requireStartLine). The nodes reach the shared scene's registries
-// and the insecure ones over plain HTTP.
-func (sc *switchScene) startSwitchNodes(t *testing.T, specs []switchNode, insecure ...string) []*forkNode {
+// and the insecure ones over plain HTTP, and the hosts (nil: none) through
+// containerd's hosts.toml files.
+func (sc *switchScene) startSwitchNodes(t *testing.T, specs []switchNode, hosts []nodetest.RegistryHost, insecure ...string) []*forkNode {
 	t.Helper()
 	kubelets := map[string]string{}
 	for _, sp := range specs {
 		kubelets[sp.name] = sp.kubelet
 	}
-	started := startForkNodes(t, sc.ctx, &sc.shimScene, kubelets, insecure...)
+	started := startForkNodes(t, sc.ctx, &sc.shimScene, kubelets, hosts, insecure...)
 	nodes := make([]*forkNode, len(specs))
 	for i, sp := range specs {
 		n := started[sp.name]
@@ -288,7 +294,7 @@ func testPreloadedImageProtection(t *testing.T, sc *switchScene) {
 		{name: pipStock, label: "stock", kubelet: sc.stock},
 		{name: pipOff, label: "fork, switch off", kubelet: sc.fork, config: preloadProtectionOff},
 		{name: pipOn, label: "fork, switch on", kubelet: sc.fork, config: preloadProtectionOn},
-	})
+	}, nil)
 	stock, off, on := nodes[0], nodes[1], nodes[2]
 	all := func(o string) []string { return []string{o, o, o} }
 
@@ -444,7 +450,7 @@ func testCredentialExpiry(t *testing.T, sc *switchScene) {
 	nodes := sc.startSwitchNodes(t, []switchNode{
 		{name: ceStock, label: "stock", kubelet: sc.stock},
 		{name: ceFork, label: "fork, credentialExpiry", kubelet: sc.fork, config: nodeConfigHeader + "credentialExpiry: " + expiryTTL.String() + "\n"},
-	}, reg.Host)
+	}, nil, reg.Host)
 	stock, fork := nodes[0], nodes[1]
 	both := func(o string) []string { return []string{o, o} }
 	proofs := func(n *forkNode) int {
@@ -548,4 +554,140 @@ func testCredentialExpiry(t *testing.T, sc *switchScene) {
 	}
 	step("6", "after a restart, expired, Never", false, never(with([]string{outcomeSucceeded, outcomeErrImageNeverPull}, false, false)))
 	requireStartLine(t, fork, "credentialExpiry="+expiryTTL.String())
+}
+
+// hubServer is the server of the docker.io hosts.toml of the
+// normalizedImageNames scene: Docker Hub's, which the nodes never reach
+// (no network; the mirror before it answers every request).
+const hubServer = "https://registry-1.docker.io"
+
+// testNormalizedImageNames shows normalizedImageNames on real kubelets. On a
+// registry named host:port, every spelling of a repository keys the same
+// under the kubelet's rule (the raw string, tag and digest cut) and
+// normalised, so the scene needs Docker Hub's names: "tenant-a/app:v1" keys
+// "tenant-a/app" on the stock kubelet and "docker.io/tenant-a/app"
+// normalised, while "docker.io/tenant-a/app:v1" keys "docker.io/tenant-a/app"
+// under both. Each node's containerd has a docker.io hosts.toml whose mirror
+// is the shared htpasswd origin, and containerd hands the CRI request's
+// credential to the mirror (the kubelet sends no server address, so
+// containerd's ParseAuth gives it to every host asked), so a pod with a
+// secret for docker.io pulls docker.io/tenant-a/… from the origin and a
+// pull without it is refused.
+//
+// Tenant A pulls the image under its qualified name with its secret; the
+// same secret then asks for the short name with Never: the stock kubelet
+// finds no mapping for "tenant-a/…" and refuses (ErrImageNeverPull), the
+// fork with the switch finds the secret under the normalised name and runs
+// it without a pull; IfNotPresent, the stock kubelet pulls again and the
+// fork does not. The switch grants nothing a pull would refuse: without a
+// secret, both spellings with Never are refused on both nodes. The fork's
+// records map the normalised name only; the stock kubelet's map both raw
+// keys.
+func testNormalizedImageNames(t *testing.T, sc *switchScene) {
+	ctx := sc.ctx
+	repo := "tenant-a/hub-app"
+	qualified := "docker.io/" + repo + ":v1"
+	short := repo + ":v1"
+	normalisedKey, shortKey := "docker.io/"+repo, repo
+	// Content of this run only, in the origin under the mirror's path for
+	// docker.io/tenant-a/hub-app.
+	files := withFile(sc.pauseFiles, "etc/which", "hub "+randomHex(4))
+	if _, err := nodetest.PushImage(ctx, sc.origin, sc.origin.Host+"/"+repo+":v1", files, []string{"/pause"}, sc.auth); err != nil {
+		t.Fatal(err)
+	}
+	mustSecret(t, ctx, sc.cs, switchTestNamespaceA, "hubcred", "docker.io", sc.auth.Username, sc.auth.Password)
+
+	hub := []nodetest.RegistryHost{{Host: "docker.io", Server: hubServer, Mirrors: []string{sc.origin.URL()}}}
+	nodes := sc.startSwitchNodes(t, []switchNode{
+		{name: nnStock, label: "stock", kubelet: sc.stock},
+		{name: nnFork, label: "fork, normalizedImageNames", kubelet: sc.fork, config: nodeConfigHeader + "normalizedImageNames: true\n"},
+	}, hub)
+	stock, fork := nodes[0], nodes[1]
+	both := func(o string) []string { return []string{o, o} }
+
+	t.Run("start lines", func(t *testing.T) {
+		requireStartLine(t, stock)
+		requireStartLine(t, fork, `deliberateDifferences="normalizedImageNames"`, `nodeConfig="`+nodeConfigPath(fork)+`"`)
+	})
+
+	// step runs the pod on both nodes, fails the subtest at once unless
+	// every outcome and pull is the wanted one, and asserts what the origin
+	// answered to manifest requests of the repository meanwhile: none
+	// asked (untouched), asked and none served (refused), or some served.
+	type originSaw int
+	const (
+		untouched originSaw = iota
+		refused
+		served
+	)
+	step := func(name string, want originSaw, p switchPod) {
+		t.Helper()
+		skip := countRequests(t, sc.origin)
+		if !t.Run(name, func(t *testing.T) {
+			sc.runPerNode(t, nodes, "nn-"+name[:1], p)
+			asked, ok := 0, 0
+			for _, req := range since(t, sc.origin, skip) {
+				if req.IsManifest() && strings.HasPrefix(req.Path, "/v2/"+repo+"/manifests/") {
+					asked++
+					if req.Status == http.StatusOK {
+						ok++
+					}
+				}
+			}
+			got := untouched
+			switch {
+			case ok > 0:
+				got = served
+			case asked > 0:
+				got = refused
+			}
+			if got != want {
+				t.Errorf("the origin answered %d manifest requests of %s during the step, %d with 200: want %s", asked, repo, ok, [...]string{"none asked", "some asked, none served", "some served"}[want])
+			}
+		}) {
+			t.FailNow()
+		}
+	}
+	withSecret := func(image string, policy corev1.PullPolicy, want []string, pulls ...bool) switchPod {
+		return switchPod{ns: switchTestNamespaceA, image: image, secret: "hubcred", policy: policy, want: want, pulls: pulls}
+	}
+	noSecretNever := func(image string) switchPod {
+		return switchPod{ns: switchTestNamespaceNo, image: image, policy: corev1.PullNever, want: both(outcomeErrImageNeverPull), pulls: []bool{false, false}}
+	}
+
+	// Through the mirror, without a secret: refused, so every success
+	// below is the secret's.
+	step("a qualified name, no secret", refused, switchPod{ns: switchTestNamespaceNo, image: qualified, want: both(outcomeErrImagePull), pulls: []bool{true, true}})
+	step("b qualified name with the secret", served, withSecret(qualified, "", both(outcomeSucceeded), true, true))
+	t.Run("records after b", func(t *testing.T) {
+		for _, n := range nodes {
+			if m, raw := pulledRecordMapping(t, n.Node, normalisedKey); m == nil {
+				t.Errorf("%s: no pulled record maps %s (records: %s)", n.label, normalisedKey, raw)
+			}
+		}
+		requireSameRecords(t, stock.Node, fork.Node)
+	})
+	// The difference: another spelling of the same repository.
+	step("c short name with the secret, Never", untouched, withSecret(short, corev1.PullNever, []string{outcomeErrImageNeverPull, outcomeSucceeded}, false, false))
+	// Without a secret, neither spelling is the pod's on either node.
+	step("d short name, no secret, Never", untouched, noSecretNever(short))
+	step("e qualified name, no secret, Never", untouched, noSecretNever(qualified))
+	// IfNotPresent: the stock kubelet pulls for the short name (and maps
+	// it); the fork does not.
+	step("f short name with the secret", served, withSecret(short, "", both(outcomeSucceeded), true, false))
+	t.Run("records after f", func(t *testing.T) {
+		for _, n := range nodes {
+			if m, raw := pulledRecordMapping(t, n.Node, normalisedKey); m == nil {
+				t.Errorf("%s: no pulled record maps %s (records: %s)", n.label, normalisedKey, raw)
+			}
+		}
+		if m, raw := pulledRecordMapping(t, stock.Node, shortKey); m == nil {
+			t.Errorf("stock: no pulled record maps the raw key %s after its pull for %s (records: %s)", shortKey, short, raw)
+		}
+		if m, raw := pulledRecordMapping(t, fork.Node, shortKey); m != nil {
+			t.Errorf("fork: a pulled record maps the raw key %s, want the normalised %s only: %s", shortKey, normalisedKey, raw)
+		}
+	})
+	// Still refused without a secret, after both mappings exist.
+	step("g short name, no secret, Never, after", untouched, noSecretNever(short))
 }
