@@ -19,7 +19,11 @@ type RegistryHost struct {
 	Server string
 	// Mirrors are URLs (http://127.0.0.1:PORT) containerd asks first, in
 	// order, to pull and resolve images of Host (capabilities pull and
-	// resolve). containerd sends them none of the pull's credentials.
+	// resolve). containerd 1.6 sends a mirror the pull's credential when the
+	// CRI request's AuthConfig names no server address, which is how the
+	// kubelet sends a pod secret's credential (its keyring leaves the
+	// address empty): a mirror then receives the tenant's credential, and
+	// may serve without asking for it.
 	Mirrors []string
 }
 
