@@ -109,7 +109,12 @@
 //   - presence between refreshes: the kubelet's image garbage collection
 //     may remove a cached image that no pod uses; a cache with a
 //     refreshInterval pulls it again at its next refresh;
-//   - a change is seen within a poll interval, not at once.
+//   - a change is seen within a poll interval, not at once;
+//   - pulls start as soon as NewForKubelet returns, over the runtime the
+//     kubelet was given: a runtime not answering yet fails them as
+//     transient, retried as imagecache retries (WithRetries' defaults); a
+//     pull still failing then waits for the cache's next refresh or a file
+//     change.
 //
 // Guarantees (each checked by this module's tests, which drive the
 // kubelet's real images.NewImageManager(...).EnsureImageExists with the

@@ -22,6 +22,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -92,8 +93,14 @@ func (f *cacheRuntime) PullImage(ctx context.Context, image kubecontainer.ImageS
 		return "", nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	if want, private := f.passwords[dockerref.Domain(named)]; private {
-		if len(creds) == 0 || creds[0].Password != want {
-			return "", nil, status.Error(codes.Unknown, "failed to resolve reference: 401 Unauthorized")
+		refused := status.Error(codes.Unknown, "failed to resolve reference: 401 Unauthorized")
+		switch {
+		case len(creds) == 0:
+			return "", nil, refused
+		case creds[0].Password != want:
+			// The kubelet's runtime manager aggregates the errors of the
+			// credentials it tried; the code alone says what happened.
+			return "", nil, utilerrors.NewAggregate([]error{status.Error(codes.PermissionDenied, "access to the repository refused")})
 		}
 	}
 	id := cacheImageID(image.Image)
@@ -370,6 +377,34 @@ func TestImageCachePrivateImageOnlyForTheSecret(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("MustAttemptImagePull with %s = %v, %v; want %v", tc.name, got, err, tc.want)
 		}
+	}
+}
+
+// A wrong password in the cache file is the registry's refusal, reported
+// Unauthorized and not retried (the kubelet's aggregate error unwrapped and
+// classified by cri's rules), the password in no message; nothing is
+// recorded, so no pod may use the image without pulling.
+func TestImageCacheWrongPasswordIsUnauthorized(t *testing.T) {
+	enableGate(t)
+	n := newCacheNode(t, "- namespace: team-a\n  name: warm\n  images: ["+privateImage+"]\n"+tenantSecret)
+	n.rt.passwords["registry.private.example"] = "the-real-one"
+	if _, err := n.start(); err != nil {
+		t.Fatal(err)
+	}
+	s := n.waitComplete("team-a/warm", imagecache.WorkTypeCreate)
+	if len(s.Results) != 1 {
+		t.Fatalf("results %+v, want one", s.Results)
+	}
+	r := s.Results[0]
+	if r.Status != imagecache.StatusFailed || r.Reason != imagecache.ReasonUnauthorized || r.Attempts != 1 {
+		t.Errorf("result %s/%s after %d attempts, want failed/%s after 1", r.Status, r.Reason, r.Attempts, imagecache.ReasonUnauthorized)
+	}
+	if strings.Contains(r.Message, "team-a-password") {
+		t.Errorf("the message holds the password: %s", r.Message)
+	}
+	holder := dockerSecret("team-a", "regcred", "uid-regcred", "registry.private.example", "team-a-password")
+	if err, _ := n.decide("team-a", privateImage, v1.PullNever, holder); !strings.Contains(err, "ErrImageNeverPull") {
+		t.Errorf("after the refused pull, Never: err %q; want ErrImageNeverPull", err)
 	}
 }
 
