@@ -177,3 +177,23 @@ func newCallError(op, image string, err error, redact ...string) *CallError {
 	}
 	return &CallError{Op: op, Image: image, Code: code, Message: msg}
 }
+
+// AsCallError returns the error of the CRI call op (a method name such as
+// "PullImage") about image made through another CRI client, such as a
+// kubelet's own image service, whose errors are the runtime's gRPC status
+// errors (possibly wrapped), as a *CallError: errors.Is against this
+// package's sentinels, IsTransient, and imagecache's classification
+// (Unauthorized, Timeout, Transient) then treat it exactly as an error of
+// this package's ImageService. Every string of redact (the credentials
+// passed to the call) is removed from the message. A *CallError already in
+// err's chain is returned as it is, and nil stays nil.
+func AsCallError(op, image string, err error, redact ...string) error {
+	if err == nil {
+		return nil
+	}
+	var ce *CallError
+	if errors.As(err, &ce) {
+		return err
+	}
+	return newCallError(op, image, err, redact...)
+}

@@ -81,6 +81,30 @@
 // ReasonDockerConfigError, naming the file. Setting both ways is an
 // ErrInvalidPullSecret error from Apply and Sync.
 //
+// # Cache files
+//
+// ParseCacheFile is the one parser of the cache file format (YAML or JSON:
+// a list of caches, or one, with namespace, name, images, refreshInterval,
+// forceFullCache and an inline pullSecret), shared by the pullrecords
+// command's "cache apply" and declared-caches file and by a kubelet fork's
+// in-process cache (kubeletadapter). ReadCacheFile reads one from a path,
+// bounded by MaxCacheFileSize, without following a symbolic link. Both
+// guarantee:
+//
+//   - all or nothing: every problem is found first, and a file with any
+//     problem yields no cache and a *CacheFileError (ErrInvalidCacheFile)
+//     listing the problems (at most 20), each naming the cache and the
+//     field;
+//   - strictness: unknown keys, a value of the wrong type, a namespace or
+//     name Kubernetes would refuse, an image reference the kubelet would
+//     refuse, an image or a cache (namespace/name) listed twice, an empty
+//     image list, and a pull secret without namespace, name or uid are
+//     problems;
+//   - no credential in an error: a pull secret's values are never quoted.
+//
+// A cache file with a pull secret holds its password: it should be mode
+// 0600 and owned by the process that reads it.
+//
 // # Guarantees
 //
 //   - Every request gets exactly one ImageWorkResult, delivered to the

@@ -27,6 +27,9 @@ var (
 	// given a value it cannot use (the error names the option and the
 	// value) and for a nil image service or pull manager.
 	ErrInvalidOption = errors.New("invalid image cache manager option")
+	// ErrInvalidCacheFile is matched by the *CacheFileError ParseCacheFile
+	// and ReadCacheFile return for a cache file that cannot be used.
+	ErrInvalidCacheFile = errors.New("invalid cache file")
 	// ErrPrivateImage is matched by the *PrivateImageError a standalone
 	// manager returns for a cache with a pull secret.
 	ErrPrivateImage = errors.New("a standalone image cache pulls anonymously only")

@@ -20,6 +20,9 @@
 //   - ReadNodeConfig, NodeConfig, WithNodeConfigPath: the per-node switches
 //     for the library's deliberate differences from the kubelet, read by
 //     NewForKubelet from <rootDirectory>/pullrecords/config.yaml;
+//   - the in-process image cache (below), started by NewForKubelet when the
+//     node configuration names a cache file (imageCacheFile), with
+//     ImageCacheStateDir and ImageCacheFilePollInterval;
 //   - CredentialsFromKubelet, RecordToKubelet and friends: the conversions.
 //
 // # Per-node switches
@@ -41,6 +44,79 @@
 // never reads the file, so a node can switch back to one without removing
 // it. A distribution that keeps node files elsewhere passes
 // WithNodeConfigPath.
+//
+// # In-process image cache
+//
+// With imageCacheFile: <absolute path> in the node configuration,
+// NewForKubelet also runs an imagecache manager in the kubelet process
+// (imagecache.New, in-process mode): over the kubelet's own image service
+// (the runtime manager it was given: the same CRI client, endpoint and
+// timeouts the kubelet pulls with) and over the library pull manager it
+// has just built, so every pre-pull is recorded where the kubelet's own
+// checks look, under the store lock this process holds. The fork's patch
+// needs no extra line. The cache file has the format of "pullrecords cache
+// apply" (imagecache.ParseCacheFile: a YAML or JSON list of caches, each
+// with namespace, name, images, optional refreshInterval, forceFullCache,
+// and an inline pullSecret naming the Kubernetes secret, namespace, name
+// and uid, plus username and password). The manager's state is kept in
+// ImageCacheStateDir(root), <root>/pullrecords/imagecache.
+//
+// Guarantees of the in-process cache (checked by this module's tests over
+// the kubelet's real image manager):
+//   - an image cached with a pull secret is pulled with that credential and
+//     recorded for that secret (its namespace, name, UID and the kubelet's
+//     credential hash), so the kubelet lets a pod use it without a pull
+//     only if the pod holds that secret, by the kubelet's own rules: the
+//     same coordinates, or the same credential content; any other pod must
+//     pull (IfNotPresent: the registry decides) or fails with
+//     ErrImageNeverPull (Never);
+//   - an image cached without a pull secret is recorded as pulled
+//     anonymously (NodePodsAccessible): every pod on the node may use it,
+//     as after an anonymous pull by the kubelet;
+//   - the cache file is read before anything is opened: missing, unreadable,
+//     invalid (any problem ParseCacheFile finds), over
+//     imagecache.MaxCacheFileSize, a symbolic link or not a regular file,
+//     it makes NewForKubelet fail with an error naming it (ErrImageCache),
+//     and the kubelet does not start;
+//   - the file is read again every ImageCacheFilePollInterval: caches
+//     added, changed or removed there are applied, pulled and purged (a
+//     purge never removes an image another cache lists); a version that
+//     cannot be used (invalid, missing, unreadable) is logged once, with
+//     every problem, and changes nothing: the caches applied stay until a
+//     usable version comes;
+//   - each batch of work ends with one "Image cache status" line in the
+//     kubelet's log (cache, work type, counts per outcome), and each failed
+//     request with its reason; no credential or credential hash is logged;
+//   - (*ImagePullManager).Close stops the cache and waits for it before
+//     releasing the records: work cut off ends unknown/ShutDown with its
+//     intent cleared, and is resumed at the next start.
+//
+// Not guaranteed by the in-process cache:
+//   - the file's secrecy: it holds registry passwords in clear, and so does
+//     the state directory (mode 0600 in a 0700 directory). Keep the cache
+//     file mode 0600, owned by root (the node's), in a directory only root
+//     can write. Whoever can write it decides which images the node pulls
+//     and for which secret they are recorded: a pullSecret naming a tenant's
+//     secret (namespace, name, uid) vouches that the credential in the file
+//     is that tenant's, and the tenant's pods then use the image without a
+//     pull. The file is trusted as the kubelet's configuration is;
+//   - the secret's lifecycle: the credential is the file's, not the API
+//     server's; a deleted or rotated Kubernetes secret changes nothing here
+//     until the file does (the kubelet's rules then still accept a pod that
+//     holds a secret with the recorded coordinates);
+//   - zero caches: the format needs at least one cache, so removing the
+//     last one means removing imageCacheFile from the node configuration
+//     (and restarting), which leaves the applied caches' images and records
+//     in place; a file removed while the kubelet runs is "cannot be used";
+//   - presence between refreshes: the kubelet's image garbage collection
+//     may remove a cached image that no pod uses; a cache with a
+//     refreshInterval pulls it again at its next refresh;
+//   - a change is seen within a poll interval, not at once;
+//   - pulls start as soon as NewForKubelet returns, over the runtime the
+//     kubelet was given: a runtime not answering yet fails them as
+//     transient, retried as imagecache retries (WithRetries' defaults); a
+//     pull still failing then waits for the cache's next refresh or a file
+//     change.
 //
 // Guarantees (each checked by this module's tests, which drive the
 // kubelet's real images.NewImageManager(...).EnsureImageExists with the
@@ -100,7 +176,9 @@
 //     ErrImageNeverPull (Never) until their records are rewritten; the files
 //     still parse;
 //   - a change of the file while the kubelet runs: it is read once, at
-//     start-up; a change takes effect at the next kubelet restart;
+//     start-up; a change takes effect at the next kubelet restart (the
+//     cache file it names is re-read, see above; the imageCacheFile path
+//     itself is not);
 //   - the file's own safety: it is trusted as the kubelet's configuration
 //     is; whoever can write under the kubelet's root directory can already
 //     rewrite the records themselves;

@@ -18,6 +18,7 @@ import (
 	"github.com/pullrecords/pullrecords/accessor"
 	"github.com/pullrecords/pullrecords/credstamp"
 	"github.com/pullrecords/pullrecords/fsstore"
+	"github.com/pullrecords/pullrecords/imagecache"
 	"github.com/pullrecords/pullrecords/imageruntime"
 	"github.com/pullrecords/pullrecords/pullmanager"
 	"github.com/pullrecords/pullrecords/recordsdir"
@@ -31,6 +32,9 @@ type ImagePullManager struct {
 	manager *pullmanager.PullManager
 	metrics *pullmanager.Metrics
 	records *recordsdir.Records
+	// cache is the in-process image cache, nil unless the node
+	// configuration declares imageCacheFile.
+	cache *imageCacheRunner
 }
 
 var _ upstream.ImagePullManager = (*ImagePullManager)(nil)
@@ -42,9 +46,16 @@ func (a *ImagePullManager) Metrics() *pullmanager.Metrics { return a.metrics }
 // over the directory store.
 func (a *ImagePullManager) Records() accessor.PullRecordsAccessor { return a.records.Accessor() }
 
-// Close releases the directory store opened by NewForKubelet. The manager
-// must not be used afterwards.
-func (a *ImagePullManager) Close() error { return a.records.Close() }
+// Close stops the in-process image cache, if one runs, and waits for it
+// (work cut off is recorded as failed, so no intent is left behind), then
+// releases the directory store opened by NewForKubelet. The manager must
+// not be used afterwards.
+func (a *ImagePullManager) Close() error {
+	if a.cache != nil {
+		a.cache.Stop()
+	}
+	return a.records.Close()
+}
 
 func (a *ImagePullManager) RecordPullIntent(logger klog.Logger, image string) error {
 	return a.manager.RecordPullIntent(logger, image)
@@ -113,6 +124,8 @@ type options struct {
 	// clock is the manager's and the credential proofs' clock; nil means
 	// the real one.
 	clock clock.PassiveClock
+	// imageCache holds the in-process image cache's test hooks.
+	imageCache imageCacheHooks
 }
 
 // WithClock sets the clock the manager and the credential proofs read
@@ -200,6 +213,14 @@ func NewForKubelet(ctx context.Context, rootDirectory string, policy upstream.Im
 	if err != nil {
 		return nil, err
 	}
+	// The declared cache file is read before anything is opened, as the
+	// node configuration is: a bad one keeps the kubelet from starting.
+	var caches []imagecache.ImageCache
+	if config.ImageCacheFile != "" {
+		if caches, err = readImageCacheFile(config.ImageCacheFile); err != nil {
+			return nil, err
+		}
+	}
 	var metrics *pullmanager.Metrics
 	if o.registerer != nil {
 		metrics = pullmanager.NewMetrics()
@@ -223,6 +244,13 @@ func NewForKubelet(ctx context.Context, rootDirectory string, policy upstream.Im
 	if err != nil {
 		return nil, err
 	}
+	var cache *imageCacheRunner
+	if config.ImageCacheFile != "" {
+		cache, err = startImageCache(ctx, rootDirectory, config.ImageCacheFile, caches, images, records.Manager(), o.imageCache)
+		if err != nil {
+			return nil, errors.Join(err, records.Close())
+		}
+	}
 	if metrics != nil {
 		if err := SwapKubeletMetrics(o.registerer, metrics, false); err != nil {
 			logger.Error(err, "Could not replace the kubelet's image pull manager metrics; they stay idle")
@@ -233,7 +261,7 @@ func NewForKubelet(ctx context.Context, rootDirectory string, policy upstream.Im
 	logger.Info("Image pull manager: pullrecords library", "module", libraryModule, "version", libraryVersion(),
 		"records", filepath.Join(rootDirectory, fsstore.DirName),
 		"deliberateDifferences", describeSwitches(config), "nodeConfig", describeConfigSource(config, configPath))
-	return &ImagePullManager{manager: records.Manager(), metrics: metrics, records: records}, nil
+	return &ImagePullManager{manager: records.Manager(), metrics: metrics, records: records, cache: cache}, nil
 }
 
 // describeSwitches names the switches in force for the start-up line.

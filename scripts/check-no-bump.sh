@@ -5,9 +5,12 @@
 #
 # It makes a throwaway module requiring k8s.io/kubernetes v1.37.2 with the
 # staging replaces, first importing only the kubelet's pull manager package
-# (the baseline), then also accessor, credstamp, crishim, fsstore,
-# imageruntime, memstore, originverify, pullmanager and recordsdir from this
-# repository (replaced by the repository root). It fails, printing the
+# (the baseline), then also every package a kubelet fork may compile in:
+# accessor, credstamp, crishim, fsstore, imageruntime, memstore,
+# originverify, pullmanager and recordsdir of the root module, imagecache
+# of the imagecache module, and cri, cri/criproxy and cri/critest of the cri
+# module (each module replaced by its directory in this repository, as
+# kubeletadapter's go.mod replaces them). It fails, printing the
 # differences, if a module present in both lists has another version or
 # the go line differs; modules the library adds are listed, not failed.
 #
@@ -66,10 +69,21 @@ import (
 	_ "github.com/pullrecords/pullrecords/originverify"
 	_ "github.com/pullrecords/pullrecords/pullmanager"
 	_ "github.com/pullrecords/pullrecords/recordsdir"
+
+	_ "github.com/pullrecords/pullrecords/imagecache"
+
+	_ "github.com/pullrecords/pullrecords/cri"
+	_ "github.com/pullrecords/pullrecords/cri/criproxy"
+	_ "github.com/pullrecords/pullrecords/cri/critest"
 )
 GO
-go mod edit -require=github.com/pullrecords/pullrecords@v0.0.0-00010101000000-000000000000 \
-	-replace=github.com/pullrecords/pullrecords="$repo"
+# The modules of this repository the lines above import, each at the zero
+# pseudo-version and replaced by its directory.
+lib_modules=(github.com/pullrecords/pullrecords=. github.com/pullrecords/pullrecords/imagecache=imagecache
+	github.com/pullrecords/pullrecords/cri=cri)
+for m in "${lib_modules[@]}"; do
+	go mod edit -require="${m%%=*}@v0.0.0-00010101000000-000000000000" -replace="${m%%=*}=$repo/${m#*=}"
+done
 go mod tidy >/dev/null
 go list -m all | sort >"$work/with.txt"
 with_go=$(sed -n 's/^go //p' go.mod)
@@ -83,7 +97,7 @@ while read -r path version _; do
 done <"$work/base.txt"
 added=()
 while read -r path version _; do
-	case $path in example.com/checknobump | github.com/pullrecords/pullrecords) continue ;; esac
+	case $path in example.com/checknobump | github.com/pullrecords/pullrecords | github.com/pullrecords/pullrecords/*) continue ;; esac
 	if [ -z "${before[$path]+x}" ]; then
 		added+=("$path $version")
 	elif [ "${before[$path]}" != "$version" ]; then

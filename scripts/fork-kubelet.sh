@@ -5,8 +5,9 @@
 # is kubeletadapter's, built on this repository's library. Keeps it in the
 # cache root of scripts/k8s-binaries.sh, as <root>/fork-<key>/kubelet, keyed
 # by the hash of the tools/k8s pins, the patch, this script, fork-module.sh
-# and the library source the fork compiles in (the root module's and
-# kubeletadapter's non-test .go files, go.mod and go.sum). Prints the path
+# and the library source the fork compiles in (the non-test .go files,
+# go.mod and go.sum of the root, cri, imagecache and kubeletadapter
+# modules). Prints the path
 # of the kubelet. Same ldflags as k8s-binaries.sh (gitVersion v1.37.2), so
 # the fork reports the version of the stock kubelet.
 # About a minute with a warm go build cache; ~5 min cold on 2 cores.
@@ -18,12 +19,12 @@ export PATH="/usr/local/go/bin:${PATH}"
 # shellcheck source=../kubeletadapter/hack/fork-module.sh
 . "${REPO}/kubeletadapter/hack/fork-module.sh"
 
-# The library files, in a stable order: the root module's packages (its
-# directories, pruning the nested modules, each of which has a go.mod, and
-# testdata) and kubeletadapter's.
+# The library files, in a stable order: the packages of each module the
+# fork compiles in (its directories, pruning nested modules, each of which
+# has a go.mod, and testdata): the root, cri, imagecache and kubeletadapter.
 library_files() {
 	local mod
-	for mod in "${REPO}" "${REPO}/kubeletadapter"; do
+	for mod in "${REPO}" "${REPO}/cri" "${REPO}/imagecache" "${REPO}/kubeletadapter"; do
 		(cd "${mod}" && find . \( -path ./.git -o -name testdata -o \( -type d ! -name . -exec test -e '{}/go.mod' \; \) \) -prune \
 			-o -type f \( \( -name '*.go' ! -name '*_test.go' \) -o -name go.mod -o -name go.sum \) -print |
 			LC_ALL=C sort | sed "s|^\.|${mod}|")

@@ -85,10 +85,10 @@ func readCacheInput(cmd *cobra.Command, file string) (name string, data []byte, 
 // reportProblems lists every problem of a cache file on stderr when there
 // is more than one; the error line then counts them.
 func reportProblems(g *globalOptions, err error) {
-	var fe *cacheFileError
-	if errors.As(err, &fe) && len(fe.problems) > 1 {
-		for _, p := range fe.problems {
-			fmt.Fprintf(g.stderr, "%s: %s\n", esc(fe.file), esc(p))
+	var fe *imagecache.CacheFileError
+	if errors.As(err, &fe) && len(fe.Problems) > 1 {
+		for _, p := range fe.Problems {
+			fmt.Fprintf(g.stderr, "%s: %s\n", esc(fe.File), esc(p))
 		}
 	}
 }
@@ -158,7 +158,7 @@ the image cache in-process in a kubelet built on the pullrecords library.`,
 			if err != nil {
 				return err
 			}
-			specs, err := parseCacheFile(name, data)
+			specs, err := parseCacheSpecs(name, data)
 			if err != nil {
 				reportProblems(g, err)
 				return fmt.Errorf("cache apply: %w", err)

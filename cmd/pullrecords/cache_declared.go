@@ -81,12 +81,14 @@ func (p cachePaths) loadDeclared() ([]cacheSpec, bool, error) {
 		return nil, true, fmt.Errorf("%s has version %d; this pullrecords reads version %d", p.declared(), d.Version, declaredVersion)
 	}
 	// Validate as a cache file: a hand edit must not slip past the checks
-	// "cache apply" makes.
+	// "cache apply" makes. The caches used are the parsed ones.
 	if len(d.Caches) > 0 {
 		raw, _ := json.Marshal(d.Caches)
-		if _, err := parseCacheFile(p.declared(), raw); err != nil {
+		specs, err := parseCacheSpecs(p.declared(), raw)
+		if err != nil {
 			return nil, true, err
 		}
+		d.Caches = specs
 	}
 	sortSpecs(d.Caches)
 	return d.Caches, true, nil

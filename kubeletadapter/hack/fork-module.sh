@@ -9,8 +9,9 @@
 #   WORK/m           a throwaway module that replaces k8s.io/kubernetes with
 #                    the copy and requires kubeletadapter (and, through the
 #                    replaces of kubeletadapter's go.mod, this repository's
-#                    root module and the staging modules), as a fork's own
-#                    go.mod would; "go mod tidy" has run in it.
+#                    root, cri and imagecache modules and the staging
+#                    modules), as a fork's own go.mod would; "go mod tidy"
+#                    has run in it.
 # It leaves the current directory and GOWORK/GOFLAGS as it found them only
 # in a subshell; callers run it with GOWORK=off GOFLAGS=-mod=mod exported.
 
@@ -45,7 +46,9 @@ fork_module() {
 		echo
 		echo "replace github.com/pullrecords/pullrecords/kubeletadapter => ${fork_adapter_dir}"
 		echo
-		echo "replace github.com/pullrecords/pullrecords => ${fork_repo_dir}"
+		# Every module of this repository kubeletadapter's go.mod replaces
+		# with a relative path (the root, cri, imagecache), made absolute.
+		sed -n 's#^replace \(github\.com/pullrecords/pullrecords[a-z/]*\) => \.\./\(.*\)$#replace \1 => '"${fork_repo_dir}"'/\2#p' "${fork_adapter_dir}/go.mod"
 		echo
 		echo "replace k8s.io/kubernetes => ${work}/kubernetes"
 		echo
