@@ -320,13 +320,17 @@ func (c *cluster) startAgent(node string) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	a, err := agent.New(agent.Config{NodeName: node, Dynamic: dynamic.NewForConfigOrDie(cfg), Runtime: svc, ResyncInterval: 5 * time.Second})
+	guard, conn, err := agent.DialCRIGuard(c.nodes[node].CRIEndpoint)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	a, err := agent.New(agent.Config{NodeName: node, Dynamic: dynamic.NewForConfigOrDie(cfg), Runtime: svc, Guard: guard, ResyncInterval: 5 * time.Second})
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); _ = a.Run(ctx); svc.Close() }()
+	go func() { defer close(done); _ = a.Run(ctx); svc.Close(); conn.Close() }()
 	c.mu.Lock()
 	c.agents[node] = func() { cancel(); <-done }
 	c.mu.Unlock()

@@ -156,6 +156,12 @@ that object. It reads no Secrets and writes nothing on the node's filesystem.`,
 			}
 			defer svc.Close()
 			cfg.Runtime = svc
+			guard, conn, err := agent.DialCRIGuard(endpoint)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			cfg.Guard = guard
 			a, err := agent.New(cfg)
 			if err != nil {
 				return fmt.Errorf("%w: %v", errUsage, err)
