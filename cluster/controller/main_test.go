@@ -81,8 +81,8 @@ type env struct {
 	// content maps an image to the one whose content a pull of it yields
 	// (a tag pair of one digest), for runtimes.
 	content map[string]string
-	stop     context.CancelFunc
-	done     chan error
+	stop    context.CancelFunc
+	done    chan error
 }
 
 func newEnv(t *testing.T) *env { return newEnvNamed(t, t.Name()) }
