@@ -812,3 +812,34 @@ func TestRuntimeFailures(t *testing.T) {
 	broken.Store(false)
 	h.tickUntil(t, node, "bad:1 reported", func(ni *api.NodeImages) bool { return len(ni.Status.Images) == 2 })
 }
+
+// A purge entry whose recorded image cannot be resolved this round is left
+// out of the report and nothing of it is removed: an unknown is never
+// reported as gone.
+func TestPurgeEntryUnknownIsNotGone(t *testing.T) {
+	const node = "purge-entry-unknown-node"
+	h := newHarness(t, node)
+	fresh(t, h.dyn, node)
+	id := mustAdd(t, h.fake, "example.com/old:1")
+	var failing atomic.Bool
+	failing.Store(true)
+	h.fake.Intercept(critest.ImageStatus, func(_ context.Context, c critest.Call) error {
+		if c.Image == id && failing.Load() {
+			return status.Error(codes.Internal, "metadata store busy")
+		}
+		return nil
+	})
+	controllerApply(t, h.dyn, node, specRefs(nil, []string{"example.com/old:1"}, map[string]string{"example.com/old:1": id}))
+	h.run(t)
+	ni := waitFor(t, h.dyn, node, "agent report", reported)
+	if len(ni.Status.Images) != 0 {
+		t.Errorf("status.images %+v, want the unknown purge entry left out", ni.Status.Images)
+	}
+	if rm := callsOf(h.fake, critest.RemoveImage); len(rm) != 0 || h.fake.Image(id) == nil {
+		t.Errorf("removed %q while the purge entry was unknown", rm)
+	}
+	failing.Store(false)
+	h.tickUntil(t, node, "old:1 removed", func(ni *api.NodeImages) bool {
+		return len(ni.Status.Images) == 1 && !ni.Status.Images[0].Present && h.fake.Image(id) == nil
+	})
+}

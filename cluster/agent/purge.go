@@ -42,7 +42,7 @@ type purgeRound struct {
 	names  map[string]map[string]bool // ID -> canonical purge names that resolve to it
 	// resolved[i] are the IDs purge entry i resolves to.
 	resolved [][]string
-	errs     []string // per entry: a resolution error, if any
+	errs     []string // per entry: a resolution error, if any (the entry waits)
 }
 
 // purge handles obj's purge entries (those spec.images does not also name:
@@ -76,6 +76,12 @@ func (a *Agent) purge(ctx context.Context, entries []api.NodeImage, keep map[str
 	}
 	out := make([]api.ImagePresence, 0, len(entries))
 	for i, e := range entries {
+		if r.errs[i] != "" {
+			// What the entry names is unknown this round: nothing of it is
+			// removed, and it is left out of the report (never "gone").
+			klog.FromContext(ctx).Error(nil, "Purge image status unknown this round; left out of the report", "image", e.Image, "err", r.errs[i])
+			continue
+		}
 		p, err := r.entry(ctx, i, e)
 		if err != nil {
 			return nil, err
@@ -102,9 +108,6 @@ func (r *purgeRound) entry(ctx context.Context, i int, e api.NodeImage) (api.Ima
 		return q, nil
 	}
 	var removeErr string
-	if r.errs[i] != "" {
-		removeErr = r.errs[i]
-	}
 	for _, id := range r.resolved[i] {
 		kept, err := r.why(ctx, id)
 		if err != nil {
