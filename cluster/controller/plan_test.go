@@ -282,3 +282,24 @@ func TestPodNamesAreDeterministicAndDistinct(t *testing.T) {
 		t.Errorf("name %q is %d long", a, len(a))
 	}
 }
+
+// A pull record takes the image the kubelet reports only from the pod this
+// controller makes for the image: a pod of the same name running another
+// image (one a tenant made ahead of it) records nothing.
+func TestPulledImageRefOnlyFromThePrepullPod(t *testing.T) {
+	pod := func(image, imageID string) *corev1.Pod {
+		return &corev1.Pod{
+			Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: prepullContainer, Image: image}}},
+			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: prepullContainer, Image: image, ImageID: imageID}}},
+		}
+	}
+	if got := pulledImageRef(pod("reg/app:1", "reg/app@sha256:aa"), "reg/app:1"); got != "reg/app@sha256:aa" {
+		t.Errorf("the pre-pull pod's imageID: %q", got)
+	}
+	if got := pulledImageRef(pod("reg/victim:1", "reg/victim@sha256:bb"), "reg/app:1"); got != "" {
+		t.Errorf("a pod running another image gave %q, want nothing", got)
+	}
+	if got := pulledImageRef(pod("reg/app:1", "docker-pullable://reg/app@sha256:aa"), "reg/app:1"); got != "reg/app@sha256:aa" {
+		t.Errorf("a docker-pullable imageID: %q", got)
+	}
+}
