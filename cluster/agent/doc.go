@@ -41,9 +41,11 @@
 //     purge entries that resolve to it. Otherwise the entry's report says
 //     why in kept ("another ImageCache keeps it", "pinned by the runtime",
 //     "in use by a container", "it has other tags on the node (...)", "no
-//     cache's pull of it is recorded" for an entry without a record), with
-//     present true. An entry spec.images also names is not touched
-//     (keeping wins).
+//     cache's pull of it is recorded" for an entry without a record; the
+//     api.Kept* constants), with present true. "in use by a container" is
+//     not final: the entry is checked again every round and the image
+//     removed once no container uses it. An entry spec.images also names
+//     is not touched (keeping wins).
 //   - A purge entry is reported absent only when none of its recorded
 //     images resolves any more. An entry whose records cannot be resolved
 //     this round, or any entry while a spec.images image's status is

@@ -13,14 +13,14 @@ import (
 	"github.com/pullrecords/pullrecords/cluster/api"
 )
 
-// Why the agent keeps a purge image; the controller quotes them in the
-// purge's results ("kept: ...").
+// Why the agent keeps a purge image (api.Kept*); the controller quotes
+// them in the purge's results ("kept: ...").
 const (
-	keptByCache      = "another ImageCache keeps it"
-	keptPinned       = "pinned by the runtime"
-	keptInUse        = "in use by a container"
-	keptNoRecord     = "no cache's pull of it is recorded"
-	keptOtherTagsFmt = "it has other tags on the node (%s)"
+	keptByCache      = api.KeptByCache
+	keptPinned       = api.KeptPinned
+	keptInUse        = api.KeptInUse
+	keptNoRecord     = api.KeptNoRecord
+	keptOtherTagsFmt = api.KeptOtherTags + " (%s)"
 )
 
 // purgeRound is one round's removals. Every check is made on the node,

@@ -202,10 +202,21 @@ type ImagePresence struct {
 	// RemoveError is the runtime's error from the latest RemoveImage, if any.
 	RemoveError string `json:"removeError,omitempty"`
 	// Kept, on a purge entry, says why the agent left the image on the node
-	// (in use by a container, pinned by the runtime, another ImageCache
-	// keeps it, it has other tags): a refusal, final for that purge.
+	// (one of the Kept* reasons, or KeptOtherTags with the tags). Every
+	// reason but KeptInUse is final for the entry; an image in use is
+	// removed once no container uses it.
 	Kept string `json:"kept,omitempty"`
 }
+
+// Why an agent keeps a purge image (ImagePresence.Kept).
+const (
+	KeptByCache  = "another ImageCache keeps it"
+	KeptPinned   = "pinned by the runtime"
+	KeptInUse    = "in use by a container"
+	KeptNoRecord = "no cache's pull of it is recorded"
+	// KeptOtherTags is followed by the tags, in parentheses.
+	KeptOtherTags = "it has other tags on the node"
+)
 
 // NodeResult is one (cache, image) result on this node, for one batch.
 type NodeResult struct {

@@ -53,8 +53,11 @@
 //     kept by another cache by ID, pinned, used by a container, other
 //     tags).
 //   - A purge entry stays in the spec whether or not the agent is alive,
-//     until the agent reports it gone or kept for the spec that holds it
-//     and every purge action waiting on it has its result written. A purge
+//     until the agent reports it gone or kept for a final reason (in use
+//     by a container is not: the agent removes the image once no container
+//     uses it, as a cache's own deleted pre-pull pods keep their containers
+//     a while) for the spec that holds it, and every purge action waiting
+//     on it has its result written. A purge
 //     action's result is succeeded only on that report ("removed from the
 //     runtime", or ImageKept with the agent's reason, "kept: ..."), failed
 //     on the runtime's refusal (ImageDeleteFailed); while the node's agent

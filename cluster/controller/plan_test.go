@@ -210,7 +210,8 @@ func TestNextAction(t *testing.T) {
 // The purge list holds only images some cache's pre-pull pulled (a record
 // with an image ID), never one every cache found present; it remembers a
 // purge while the agent is away, and drops an entry only when the agent
-// reported it done and every waiting purge action has its result.
+// reported it done (gone, or kept for a final reason; in use is not) and
+// every waiting purge action has its result.
 func TestDesiredSpecPurgesOnlyPulledImages(t *testing.T) {
 	rec := func(cache, uid, ref string) api.PullRecord {
 		return api.PullRecord{Cache: cache, CacheUID: uid, Batch: "b1", ImageRef: ref}
@@ -221,6 +222,7 @@ func TestDesiredSpecPurgesOnlyPulledImages(t *testing.T) {
 		{Image: "kept:1", Pulled: []api.PullRecord{rec("ns/x", "ux", "sha256:k")}},
 		{Image: "unanswered:1", Pulled: []api.PullRecord{rec("ns/p", "up", "sha256:u")}},
 		{Image: "refused:1", Pulled: []api.PullRecord{rec("ns/x", "ux", "sha256:r")}},
+		{Image: "inuse:1", Pulled: []api.PullRecord{rec("ns/x", "ux", "sha256:i")}},
 	}
 	records := map[string][]api.PullRecord{
 		"a:1":          {rec("ns/x", "ux", "sha256:a")},
@@ -230,11 +232,13 @@ func TestDesiredSpecPurgesOnlyPulledImages(t *testing.T) {
 		"kept:1":       ni.Spec.Purge[1].Pulled,
 		"unanswered:1": ni.Spec.Purge[2].Pulled,
 		"refused:1":    ni.Spec.Purge[3].Pulled,
+		"inuse:1":      ni.Spec.Purge[4].Pulled,
 	}
 	want := map[string][]string{"a:1": {"ns/y", "ns/x"}, "present:1": {"ns/y"}}
 	alive := agentView{alive: true, observed: 3, generation: 3, presence: map[string]api.ImagePresence{
 		"done:1":       {Image: "done:1"},
-		"kept:1":       {Image: "kept:1", Present: true, Kept: "in use by a container"},
+		"kept:1":       {Image: "kept:1", Present: true, Kept: api.KeptPinned},
+		"inuse:1":      {Image: "inuse:1", Present: true, Kept: api.KeptInUse},
 		"unanswered:1": {Image: "unanswered:1"},
 		"refused:1":    {Image: "refused:1", Present: true, RemoveError: "in use"},
 	}}
@@ -246,6 +250,7 @@ func TestDesiredSpecPurgesOnlyPulledImages(t *testing.T) {
 			{Image: "present:1", Caches: []string{"ns/y"}},
 		},
 		Purge: []api.NodeImage{
+			{Image: "inuse:1", Pulled: records["inuse:1"]},
 			{Image: "pulled:1", Pulled: records["pulled:1"]},
 			{Image: "refused:1", Pulled: records["refused:1"]},
 			{Image: "unanswered:1", Pulled: records["unanswered:1"]},
@@ -260,7 +265,7 @@ func TestDesiredSpecPurgesOnlyPulledImages(t *testing.T) {
 	for _, e := range got.Purge {
 		names = append(names, e.Image)
 	}
-	if diff := cmp.Diff([]string{"done:1", "kept:1", "pulled:1", "refused:1", "unanswered:1"}, names); diff != "" {
+	if diff := cmp.Diff([]string{"done:1", "inuse:1", "kept:1", "pulled:1", "refused:1", "unanswered:1"}, names); diff != "" {
 		t.Errorf("purge list without an agent (-want +got):\n%s", diff)
 	}
 }

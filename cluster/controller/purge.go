@@ -21,6 +21,7 @@ const (
 	msgFoundPresent     = "not removed: the cache found it present, did not pull it"
 	msgNothingToRemove  = "not removed: the cache has no pull of it recorded on this node"
 	msgKeptByOtherCache = "kept: another ImageCache keeps it (%s)"
+	msgKeptInUse        = "kept: " + api.KeptInUse + "; removed once no container uses it"
 )
 
 // recordKey names one cache's pull record of one image on a node.
@@ -56,6 +57,8 @@ func (c *Controller) decidePurge(ic *api.ImageCache, ni *api.NodeImages, agent a
 		switch {
 		case p.RemoveError != "":
 			return result(imagecache.StatusFailed, "ImageDeleteFailed", p.RemoveError, "")
+		case p.Kept == api.KeptInUse:
+			return result(imagecache.StatusSucceeded, reasonKept, msgKeptInUse, "")
 		case p.Kept != "":
 			return result(imagecache.StatusSucceeded, reasonKept, "kept: "+p.Kept, "")
 		case !p.Present:

@@ -59,7 +59,7 @@ func (c *Controller) syncNode(ctx context.Context, name string) (time.Duration, 
 		}
 	}
 	ni := c.nodeImagesOf(name)
-	records := c.nodeRecords(name, ni)
+	records, used := c.nodeRecords(name, ni)
 	spec := desiredSpec(ni, want, records, c.agentView(ni, c.cfg.Clock.Now()), func(image string, recs []api.PullRecord) bool {
 		return answered(ni, caches, image, recs)
 	})
@@ -68,7 +68,7 @@ func (c *Controller) syncNode(ctx context.Context, name string) (time.Duration, 
 			return 0, err
 		}
 	}
-	c.forgetRecords(name, spec)
+	c.forgetRecords(name, spec, used)
 
 	c.mu.Lock()
 	pend := c.pending[name]
@@ -116,9 +116,10 @@ func (c *Controller) syncNode(ctx context.Context, name string) (time.Duration, 
 // records with an image ID). An image every cache found present has no
 // such record and is never purged. A purge entry stays, whether or not the
 // node's agent is alive, until the agent has reported it done (gone, or
-// kept with a reason) for the spec that holds it and every cache whose
-// purge action waits on it has its result written (answered); a removal
-// the runtime refused stays and is retried.
+// kept for a final reason) for the spec that holds it and every cache
+// whose purge action waits on it has its result written (answered); a
+// removal the runtime refused, or one a container's use holds back, stays
+// and is retried.
 func desiredSpec(ni *api.NodeImages, want map[string][]string, records map[string][]api.PullRecord, agent agentView,
 	answered func(image string, recs []api.PullRecord) bool) api.NodeImagesSpec {
 	var spec api.NodeImagesSpec
@@ -148,13 +149,15 @@ func desiredSpec(ni *api.NodeImages, want map[string][]string, records map[strin
 }
 
 // purgeDone reports whether the agent has finished the purge of image for
-// the current spec: gone, or kept for a reason it gives.
+// the current spec: gone, or kept for a final reason. An image in use by a
+// container stays to purge: the agent removes it once no container uses it
+// (a cache's own pre-pull pod keeps its container a while after deletion).
 func purgeDone(agent agentView, image string) bool {
 	if !agent.generationSeen() {
 		return false
 	}
 	p, ok := agent.presence[image]
-	return ok && p.RemoveError == "" && (!p.Present || p.Kept != "")
+	return ok && p.RemoveError == "" && (!p.Present || (p.Kept != "" && p.Kept != api.KeptInUse))
 }
 
 // answered reports whether every existing cache whose current purge action
@@ -183,9 +186,9 @@ func answered(ni *api.NodeImages, caches map[string]*api.ImageCache, image strin
 }
 
 // nodeRecords returns the node's pull records by image: those in its spec
-// (both lists) updated with those not yet written. A record the spec
-// already shows is forgotten from memory.
-func (c *Controller) nodeRecords(node string, ni *api.NodeImages) map[string][]api.PullRecord {
+// (both lists) updated with those not yet written, and the unwritten ones
+// it used. A record the spec already shows is forgotten from memory.
+func (c *Controller) nodeRecords(node string, ni *api.NodeImages) (map[string][]api.PullRecord, map[recordKey]api.PullRecord) {
 	by := map[recordKey]api.PullRecord{}
 	if ni != nil {
 		for _, list := range [][]api.NodeImage{ni.Spec.Images, ni.Spec.Purge} {
@@ -196,6 +199,7 @@ func (c *Controller) nodeRecords(node string, ni *api.NodeImages) map[string][]a
 			}
 		}
 	}
+	used := map[recordKey]api.PullRecord{}
 	c.mu.Lock()
 	for k, r := range c.records[node] {
 		if cur, ok := by[k]; ok && cur == r {
@@ -203,6 +207,7 @@ func (c *Controller) nodeRecords(node string, ni *api.NodeImages) map[string][]a
 			continue
 		}
 		by[k] = r
+		used[k] = r
 	}
 	if len(c.records[node]) == 0 {
 		delete(c.records, node)
@@ -212,12 +217,14 @@ func (c *Controller) nodeRecords(node string, ni *api.NodeImages) map[string][]a
 	for k, r := range by {
 		out[k.image] = append(out[k.image], r)
 	}
-	return out
+	return out, used
 }
 
-// forgetRecords drops the unwritten records the spec does not hold (pulls
-// of images no cache wants that removed nothing).
-func (c *Controller) forgetRecords(node string, spec api.NodeImagesSpec) {
+// forgetRecords drops the unwritten records this sync used that the spec
+// does not hold (pulls of images no cache wants that removed nothing).
+// Records added or changed meanwhile (a pod created or finished during
+// the sync) stay for the next sync.
+func (c *Controller) forgetRecords(node string, spec api.NodeImagesSpec, used map[recordKey]api.PullRecord) {
 	held := map[recordKey]bool{}
 	for _, list := range [][]api.NodeImage{spec.Images, spec.Purge} {
 		for _, e := range list {
@@ -228,8 +235,8 @@ func (c *Controller) forgetRecords(node string, spec api.NodeImagesSpec) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for k := range c.records[node] {
-		if !held[k] {
+	for k, r := range used {
+		if cur, ok := c.records[node][k]; ok && cur == r && !held[k] {
 			delete(c.records[node], k)
 		}
 	}

@@ -299,7 +299,7 @@ func (e *env) emptied(node string) {
 // (another tenant's running image, the pause image, an idle image; with or
 // without a pull secret) stay through the tenant's purges and deletes, and
 // an image the tenant pulled stays while another tenant's container uses
-// it. The old controller removed all of them.
+// it, and goes once none does. The old controller removed all of them.
 func TestTenantPurgesRemoveOnlyWhatItPulled(t *testing.T) {
 	e := newEnv(t)
 	n := e.addNode("n", true)
@@ -353,14 +353,19 @@ func TestTenantPurgesRemoveOnlyWhatItPulled(t *testing.T) {
 	if r := got[bTool]; r.Status != "succeeded" || r.Reason != "" || r.Message != "removed from the runtime" {
 		t.Errorf("purge of own, %s: %+v, want removed", bTool, r)
 	}
-	if r := got[shared]; r.Status != "succeeded" || r.Message != "kept: in use by a container" {
+	if r := got[shared]; r.Status != "succeeded" || !strings.HasPrefix(r.Message, "kept: in use by a container") {
 		t.Errorf("purge of own, %s: %+v, want kept: in use", shared, r)
 	}
 
 	b.delete("found")
 	b.delete("with-secret")
 	b.delete("own")
-	e.emptied(n)
+	// Only the image b pulled that a container still uses waits to go.
+	e.waitFor("b's caches gone from the spec, shared:1 alone waiting in the purge list", func() bool {
+		ni := e.nodeImages(n)
+		return ni != nil && len(ni.Spec.Images) == 0 && len(ni.Spec.Purge) == 1 && ni.Spec.Purge[0].Image == shared &&
+			ni.Status.Agent != nil && ni.Status.Agent.ObservedGeneration >= ni.Generation
+	})
 	for name, id := range map[string]string{aApp: aAppID, pause: pauseID, idle: idleID, shared: sharedID} {
 		if rt.fake.Image(id) == nil {
 			t.Errorf("%s (%s) was removed by tenant b", name, id)
@@ -371,6 +376,13 @@ func TestTenantPurgesRemoveOnlyWhatItPulled(t *testing.T) {
 	}
 	if diff := slices.Compare([]string{bToolID}, rt.removed()); diff != 0 {
 		t.Errorf("RemoveImage calls %q, want only %s", rt.removed(), bToolID)
+	}
+	// Tenant A's pod on shared:1 ends: b's pull of it goes now.
+	rt.useImages(aAppID)
+	e.emptied(n)
+	if rt.fake.Image(sharedID) != nil || rt.fake.Image(aAppID) == nil {
+		t.Errorf("after the container ended: shared:1 present %v (want gone), a-app present %v (want kept)",
+			rt.fake.Image(sharedID) != nil, rt.fake.Image(aAppID) != nil)
 	}
 }
 
