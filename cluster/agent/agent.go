@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -65,6 +66,10 @@ type Config struct {
 	Dynamic dynamic.Interface
 	// Runtime is the node's container runtime. Required.
 	Runtime Runtime
+	// Guard answers the checks made right before a removal (the image's
+	// tags and pin, the containers' images): NewCRIGuard over the runtime's
+	// connection. Required.
+	Guard Guard
 	// ResyncInterval is the heartbeat and full re-check period; zero means
 	// DefaultResyncInterval, negative is invalid.
 	ResyncInterval time.Duration
@@ -84,6 +89,7 @@ type Agent struct {
 	dyn     dynamic.ResourceInterface
 	dynAll  dynamic.Interface
 	rt      Runtime
+	guard   Guard
 	resync  time.Duration
 	fsPath  string
 	clock   clock.WithTicker
@@ -113,6 +119,8 @@ func New(cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("%w: Dynamic is nil", ErrInvalidConfig)
 	case cfg.Runtime == nil:
 		return nil, fmt.Errorf("%w: Runtime is nil", ErrInvalidConfig)
+	case cfg.Guard == nil:
+		return nil, fmt.Errorf("%w: Guard is nil", ErrInvalidConfig)
 	case cfg.ResyncInterval < 0:
 		return nil, fmt.Errorf("%w: ResyncInterval %v: want 0 (default %v) or more", ErrInvalidConfig, cfg.ResyncInterval, DefaultResyncInterval)
 	}
@@ -124,6 +132,7 @@ func New(cfg Config) (*Agent, error) {
 		dyn:          cfg.Dynamic.Resource(api.NodeImagesResource),
 		dynAll:       cfg.Dynamic,
 		rt:           cfg.Runtime,
+		guard:        cfg.Guard,
 		resync:       cfg.ResyncInterval,
 		fsPath:       cfg.ImageFsPath,
 		clock:        cfg.Clock,
@@ -288,67 +297,57 @@ func (a *Agent) observe(ctx context.Context, obj *api.NodeImages) (agentReport, 
 	}
 	a.fillFs(ctx, &rep.Agent, fs)
 
+	// Wanted images first: their presence, and the IDs they resolve to,
+	// which no purge may remove.
 	keep := map[string]bool{}
-	seen := map[string]bool{}
+	keepIDs := map[string]bool{}
 	for _, img := range obj.Spec.Images {
-		keep[img.Image] = true
-	}
-	purging := map[string]bool{}
-	for _, img := range obj.Spec.Purge {
-		purging[img.Image] = true
-	}
-	// Forget errors of images no longer to purge.
-	for img := range a.removeErrors {
-		if !purging[img] || keep[img] {
-			delete(a.removeErrors, img)
-		}
-	}
-	all := make([]string, 0, len(obj.Spec.Images)+len(obj.Spec.Purge))
-	for _, img := range obj.Spec.Images {
-		all = append(all, img.Image)
-	}
-	for _, img := range obj.Spec.Purge {
-		all = append(all, img.Image)
-	}
-	for _, image := range all {
-		if image == "" || seen[image] {
+		if img.Image == "" || keep[img.Image] {
 			continue
 		}
-		seen[image] = true
-		p, err := a.presence(ctx, image)
+		keep[img.Image] = true
+		p, err := a.presence(ctx, img.Image)
 		if err != nil {
 			if unreachable(err) {
 				return agentReport{}, err
 			}
-			logger.Error(err, "Image status unknown this round; left out of the report", "image", image)
+			logger.Error(err, "Image status unknown this round; left out of the report", "image", img.Image)
+			// Unknown: no purge may take what it might resolve to.
+			rep.Unknown = true
 			continue
 		}
-		if p.Present && purging[image] && !keep[image] {
-			if err := a.rt.RemoveImage(ctx, image); err != nil {
-				if unreachable(err) {
-					return agentReport{}, err
-				}
-				logger.Error(err, "Removing image failed", "image", image)
-				a.removeErrors[image] = err.Error()
-			} else {
-				logger.Info("Removed image", "image", image)
-				delete(a.removeErrors, image)
-				if p, err = a.presence(ctx, image); err != nil {
-					if unreachable(err) {
-						return agentReport{}, err
-					}
-					logger.Error(err, "Image status unknown after its removal; left out of the report", "image", image)
-					continue
-				}
-			}
+		if p.Present {
+			keepIDs[p.ImageRef] = true
 		}
-		if !p.Present {
-			// Absent: nothing (left) to remove.
-			delete(a.removeErrors, image)
-		}
-		p.RemoveError = a.removeErrors[image]
 		rep.Images = append(rep.Images, p)
 	}
+	var purge []api.NodeImage
+	purging := map[string]bool{}
+	for _, img := range obj.Spec.Purge {
+		if img.Image == "" || keep[img.Image] || purging[img.Image] {
+			continue // keeping wins
+		}
+		purging[img.Image] = true
+		purge = append(purge, img)
+	}
+	// Forget errors of images no longer to purge.
+	for img := range a.removeErrors {
+		if !purging[img] {
+			delete(a.removeErrors, img)
+		}
+	}
+	if rep.Unknown {
+		// A wanted image could not be resolved: a removal could take it.
+		// Remove nothing and leave the purge entries out of the report, so
+		// nobody reads them as done.
+		logger.Info("Not purging this round: a wanted image's status is unknown", "purge", len(purge))
+		return rep, nil
+	}
+	purged, err := a.purge(ctx, purge, keepIDs)
+	if err != nil {
+		return agentReport{}, err
+	}
+	rep.Images = append(rep.Images, purged...)
 	return rep, nil
 }
 
@@ -402,6 +401,9 @@ func unreachable(err error) bool {
 	var ce *cri.CallError
 	if errors.As(err, &ce) {
 		return ce.Code == codes.Unavailable
+	}
+	if s, ok := status.FromError(err); ok && s.Code() == codes.Unavailable {
+		return true
 	}
 	return errors.Is(err, cri.ErrClosed)
 }

@@ -24,6 +24,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/pullrecords/pullrecords/cluster/api"
 	"github.com/pullrecords/pullrecords/cluster/apiservertest"
 	"github.com/pullrecords/pullrecords/cri"
@@ -94,16 +96,33 @@ func controllerApply(t *testing.T, dyn dynamic.Interface, name string, obj map[s
 	return &ni
 }
 
-// spec is a controller apply configuration of a NodeImages spec.
+// spec is a controller apply configuration of a NodeImages spec. Each
+// purge entry carries the pull record of cache default/cache, whose image
+// reference is the entry's name itself (the agent resolves it to an ID).
 func spec(images []string, purge []string) map[string]any {
-	list := func(names []string) []any {
-		out := []any{}
-		for _, n := range names {
-			out = append(out, map[string]any{"image": n, "caches": []any{"default/cache"}})
-		}
-		return out
+	refs := map[string]string{}
+	for _, n := range purge {
+		refs[n] = n
 	}
-	return map[string]any{"spec": map[string]any{"images": list(images), "purge": list(purge)}}
+	return specRefs(images, purge, refs)
+}
+
+// specRefs is spec with the purge entries' recorded image references
+// given (a name without one has no record).
+func specRefs(images []string, purge []string, refs map[string]string) map[string]any {
+	wanted := []any{}
+	for _, n := range images {
+		wanted = append(wanted, map[string]any{"image": n, "caches": []any{"default/cache"}})
+	}
+	purged := []any{}
+	for _, n := range purge {
+		e := map[string]any{"image": n}
+		if ref := refs[n]; ref != "" {
+			e["pulled"] = []any{map[string]any{"cache": "default/cache", "cacheUID": "uid-cache", "batch": "1-a", "imageRef": ref}}
+		}
+		purged = append(purged, e)
+	}
+	return map[string]any{"spec": map[string]any{"images": wanted, "purge": purged}}
 }
 
 func get(t *testing.T, dyn dynamic.Interface, name string) *api.NodeImages {
@@ -151,6 +170,8 @@ type harness struct {
 	agent  *Agent
 	rounds chan round
 	fsPath string
+	// pinned holds the image IDs the fake runtime reports pinned.
+	pinned sync.Map
 }
 
 // fresh deletes the NodeImages objects names (left by an earlier run, as
@@ -201,16 +222,23 @@ func newHarness(t *testing.T, node string) *harness {
 	}
 	h.fake.SetRuntimeVersion("containerd", "2.1.4")
 	h.fake.SetImageFs(critest.FilesystemUsage{Mountpoint: "/var/lib/containerd", UsedBytes: 123456, InodesUsed: 77})
-	rt, err := cri.Dial(context.Background(), h.fake.Serve(t))
+	endpoint := servePinning(t, h.fake, &h.pinned)
+	rt, err := cri.Dial(context.Background(), endpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rt.Close() })
 	h.rt = rt
+	guard, conn, err := DialCRIGuard(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
 	h.agent, err = New(Config{
 		NodeName:       node,
 		Dynamic:        h.dyn,
 		Runtime:        rt,
+		Guard:          guard,
 		ResyncInterval: resync,
 		ImageFsPath:    h.fsPath,
 		Clock:          h.clock,
@@ -327,23 +355,25 @@ func callsOf(f *critest.ImageService, method string) []string {
 func TestNewInvalidConfig(t *testing.T) {
 	dyn := admin(t)
 	rt := &cri.ImageService{}
+	g := NewCRIGuard(nil)
 	for _, tc := range []struct {
 		name string
 		cfg  Config
 		want string
 	}{
-		{"no node", Config{Dynamic: dyn, Runtime: rt}, "NodeName"},
-		{"bad node name", Config{NodeName: "Node_A", Dynamic: dyn, Runtime: rt}, "Node_A"},
-		{"no client", Config{NodeName: "n", Runtime: rt}, "Dynamic"},
-		{"no runtime", Config{NodeName: "n", Dynamic: dyn}, "Runtime"},
-		{"negative resync", Config{NodeName: "n", Dynamic: dyn, Runtime: rt, ResyncInterval: -time.Second}, "-1s"},
+		{"no node", Config{Dynamic: dyn, Runtime: rt, Guard: g}, "NodeName"},
+		{"bad node name", Config{NodeName: "Node_A", Dynamic: dyn, Runtime: rt, Guard: g}, "Node_A"},
+		{"no client", Config{NodeName: "n", Runtime: rt, Guard: g}, "Dynamic"},
+		{"no runtime", Config{NodeName: "n", Dynamic: dyn, Guard: g}, "Runtime"},
+		{"no guard", Config{NodeName: "n", Dynamic: dyn, Runtime: rt}, "Guard"},
+		{"negative resync", Config{NodeName: "n", Dynamic: dyn, Runtime: rt, Guard: g, ResyncInterval: -time.Second}, "-1s"},
 	} {
 		a, err := New(tc.cfg)
 		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) || a != nil {
 			t.Errorf("%s: New = %v, %v; want ErrInvalidConfig naming %q", tc.name, a, err, tc.want)
 		}
 	}
-	a, err := New(Config{NodeName: "n", Dynamic: dyn, Runtime: rt})
+	a, err := New(Config{NodeName: "n", Dynamic: dyn, Runtime: rt, Guard: g})
 	if err != nil || a.resync != DefaultResyncInterval || a.clock == nil {
 		t.Errorf("New with defaults = %+v, %v; want resync %v and a real clock", a, err, DefaultResyncInterval)
 	}
@@ -413,26 +443,26 @@ func TestPresenceExact(t *testing.T) {
 	}
 }
 
-// (b) Purge: a present purge image is removed and reported absent; a
-// RemoveImage error is reported until a later removal works.
+// (b) Purge: a present purge image is removed by ID and reported absent;
+// a RemoveImage error is reported until a later removal works; a purge
+// entry the spec also wants is not touched (keeping wins).
 func TestPurge(t *testing.T) {
 	const node = "purge-node"
 	h := newHarness(t, node)
 	fresh(t, h.dyn, node)
-	mustAdd(t, h.fake, "example.com/old:1")
+	oldID := mustAdd(t, h.fake, "example.com/old:1")
 	busyID := mustAdd(t, h.fake, "example.com/busy:1")
 	keepID := mustAdd(t, h.fake, "example.com/keep:1")
 	var inUse atomic.Bool
 	inUse.Store(true)
 	h.fake.Intercept(critest.RemoveImage, func(_ context.Context, c critest.Call) error {
-		if c.Image == "example.com/busy:1" && inUse.Load() {
+		if c.Image == busyID && inUse.Load() {
 			return status.Error(codes.FailedPrecondition, "image is in use by container abc")
 		}
 		return nil
 	})
 	controllerApply(t, h.dyn, node, spec(
 		[]string{"example.com/keep:1"},
-		// keep:1 is wanted by the spec too: the spec wins, it is not removed.
 		[]string{"example.com/old:1", "example.com/busy:1", "example.com/gone:1", "example.com/keep:1"}))
 	h.run(t)
 
@@ -440,8 +470,8 @@ func TestPurge(t *testing.T) {
 	want := []api.ImagePresence{
 		{Image: "example.com/keep:1", Present: true, ImageRef: keepID, Size: critest.ImageSize},
 		{Image: "example.com/old:1"},
-		{Image: "example.com/busy:1", Present: true, ImageRef: busyID, Size: critest.ImageSize,
-			RemoveError: `CRI RemoveImage "example.com/busy:1": FailedPrecondition: image is in use by container abc`},
+		{Image: "example.com/busy:1", Present: true, ImageRef: busyID,
+			RemoveError: `CRI RemoveImage "` + busyID + `": FailedPrecondition: image is in use by container abc`},
 		{Image: "example.com/gone:1"},
 	}
 	if diff := cmp.Diff(want, ni.Status.Images); diff != "" {
@@ -453,16 +483,10 @@ func TestPurge(t *testing.T) {
 	if h.fake.Image("example.com/keep:1") == nil {
 		t.Error("keep:1, wanted by the spec, was removed")
 	}
-	rm := callsOf(h.fake, critest.RemoveImage)
-	for _, img := range []string{"example.com/old:1", "example.com/busy:1"} {
-		if !slices.Contains(rm, img) {
-			t.Errorf("RemoveImage not called for %s (called for %q)", img, rm)
-		}
-	}
-	for _, img := range []string{"example.com/gone:1", "example.com/keep:1"} {
-		if slices.Contains(rm, img) {
-			t.Errorf("RemoveImage called for %s", img)
-		}
+	// Rounds may repeat (the agent's own write comes back): distinct calls.
+	rm := slices.Compact(callsOf(h.fake, critest.RemoveImage))
+	if diff := cmp.Diff([]string{oldID, busyID}, rm); diff != "" {
+		t.Errorf("RemoveImage calls, by image ID (-want +got):\n%s", diff)
 	}
 
 	// The container is gone: the next resync removes the image and clears
@@ -484,6 +508,125 @@ func TestPurge(t *testing.T) {
 	if h.fake.Image("example.com/busy:1") != nil {
 		t.Error("busy:1 still in the runtime")
 	}
+}
+
+// The checks the agent makes on the node right before RemoveImage: each
+// purge entry below is recorded as pulled by a cache, and each would be
+// removed (the old agent removed every one of them); only the last may go.
+func TestPurgeKeepsWhatOthersNeed(t *testing.T) {
+	const node = "purge-checks-node"
+	h := newHarness(t, node)
+	fresh(t, h.dyn, node)
+	// Another spelling of what the spec keeps: one image, two names.
+	spellingID := mustAdd(t, h.fake, "docker.io/library/busybox:1.36")
+	// A tag pair of one content: s:stable and s:v1 are one image (the fake
+	// gives each tag its own ID, so s:stable's record names s:v1's image by
+	// its repository digest, as a kubelet's imageID does).
+	pairID := mustAdd(t, h.fake, "registry.example/s:v1")
+	pairDigest, err := critest.Digest("registry.example/s:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pauseID := mustAdd(t, h.fake, "registry.k8s.io/pause:3.10")
+	h.pinned.Store(pauseID, true)
+	// A container of another tenant's pod, stopped, names its image by tag;
+	// a running one names its image by ID.
+	stoppedID := mustAdd(t, h.fake, "registry.example/tenant-a/app:1")
+	runningID := mustAdd(t, h.fake, "registry.example/tenant-a/web:2")
+	h.fake.SetContainers(
+		&runtimeapi.Container{Id: "c1", Image: &runtimeapi.ImageSpec{Image: "registry.example/tenant-a/app:1"}, State: runtimeapi.ContainerState_CONTAINER_EXITED},
+		&runtimeapi.Container{Id: "c2", ImageRef: runningID, Image: &runtimeapi.ImageSpec{Image: runningID}, State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+	)
+	// The record of shared:latest names an image tagged shared:1 only, a
+	// name this purge does not cover: someone else pulled it by that name.
+	otherTagID := mustAdd(t, h.fake, "registry.example/shared:1")
+	freeID := mustAdd(t, h.fake, "registry.example/mine:1")
+
+	refs := map[string]string{
+		"busybox:1.36":                    "busybox:1.36",
+		"registry.example/s:stable":       "registry.example/s@" + pairDigest,
+		"registry.k8s.io/pause:3.10":      pauseID,
+		"registry.example/tenant-a/app:1": "registry.example/tenant-a/app:1",
+		"registry.example/tenant-a/web:2": runningID,
+		"registry.example/shared:latest":  otherTagID,
+		"registry.example/mine:1":         freeID,
+		"registry.example/never-pulled:1": "",
+	}
+	mustAdd(t, h.fake, "registry.example/never-pulled:1")
+	purge := []string{"busybox:1.36", "registry.example/s:stable", "registry.k8s.io/pause:3.10", "registry.example/tenant-a/app:1",
+		"registry.example/tenant-a/web:2", "registry.example/shared:latest", "registry.example/never-pulled:1", "registry.example/mine:1"}
+	controllerApply(t, h.dyn, node, specRefs([]string{"docker.io/library/busybox:1.36", "registry.example/s:v1"}, purge, refs))
+	h.run(t)
+
+	ni := waitFor(t, h.dyn, node, "agent report", reported)
+	got := map[string]api.ImagePresence{}
+	for _, p := range ni.Status.Images {
+		got[p.Image] = p
+	}
+	for image, kept := range map[string]string{
+		"busybox:1.36":                    keptByCache,
+		"registry.example/s:stable":       keptByCache,
+		"registry.k8s.io/pause:3.10":      keptPinned,
+		"registry.example/tenant-a/app:1": keptInUse,
+		"registry.example/tenant-a/web:2": keptInUse,
+		"registry.example/shared:latest":  "it has other tags on the node (registry.example/shared:1)",
+		"registry.example/never-pulled:1": keptNoRecord,
+	} {
+		if p := got[image]; !p.Present || p.Kept != kept || p.RemoveError != "" {
+			t.Errorf("%s: %+v, want present and kept %q", image, p, kept)
+		}
+	}
+	if p := got["registry.example/mine:1"]; p.Present || p.Kept != "" {
+		t.Errorf("mine:1 %+v, want removed", p)
+	}
+	rm := callsOf(h.fake, critest.RemoveImage)
+	if diff := cmp.Diff([]string{freeID}, rm); diff != "" {
+		t.Errorf("RemoveImage calls (-want +got):\n%s", diff)
+	}
+	for _, id := range []string{spellingID, pairID, pauseID, stoppedID, runningID, otherTagID} {
+		if h.fake.Image(id) == nil {
+			t.Errorf("image %s was removed", id)
+		}
+	}
+	if calls := callsOf(h.fake, critest.ListContainers); len(calls) == 0 {
+		t.Error("the agent never listed the node's containers before removing")
+	}
+}
+
+// A wanted image whose status is unknown this round stops every removal:
+// the purge entry might be that image under another name.
+func TestPurgeWaitsWhileAWantedImageIsUnknown(t *testing.T) {
+	const node = "purge-unknown-node"
+	h := newHarness(t, node)
+	fresh(t, h.dyn, node)
+	mustAdd(t, h.fake, "example.com/a:1")
+	mustAdd(t, h.fake, "example.com/old:1")
+	var failing atomic.Bool
+	failing.Store(true)
+	h.fake.Intercept(critest.ImageStatus, func(_ context.Context, c critest.Call) error {
+		if c.Image == "example.com/a:1" && failing.Load() {
+			return status.Error(codes.Internal, "metadata store busy")
+		}
+		return nil
+	})
+	controllerApply(t, h.dyn, node, spec([]string{"example.com/a:1"}, []string{"example.com/old:1"}))
+	h.run(t)
+	ni := waitFor(t, h.dyn, node, "agent report", reported)
+	if len(ni.Status.Images) != 0 {
+		t.Errorf("status.images %+v, want none reported (a:1 unknown, old:1 not purged)", ni.Status.Images)
+	}
+	if rm := callsOf(h.fake, critest.RemoveImage); len(rm) != 0 || h.fake.Image("example.com/old:1") == nil {
+		t.Errorf("removed %q while a wanted image was unknown", rm)
+	}
+	failing.Store(false)
+	h.tickUntil(t, node, "old:1 removed", func(ni *api.NodeImages) bool {
+		for _, p := range ni.Status.Images {
+			if p.Image == "example.com/old:1" {
+				return !p.Present
+			}
+		}
+		return false
+	})
 }
 
 // (c) The controller's status.results survive the agent's writes, and the
@@ -668,4 +811,35 @@ func TestRuntimeFailures(t *testing.T) {
 	}
 	broken.Store(false)
 	h.tickUntil(t, node, "bad:1 reported", func(ni *api.NodeImages) bool { return len(ni.Status.Images) == 2 })
+}
+
+// A purge entry whose recorded image cannot be resolved this round is left
+// out of the report and nothing of it is removed: an unknown is never
+// reported as gone.
+func TestPurgeEntryUnknownIsNotGone(t *testing.T) {
+	const node = "purge-entry-unknown-node"
+	h := newHarness(t, node)
+	fresh(t, h.dyn, node)
+	id := mustAdd(t, h.fake, "example.com/old:1")
+	var failing atomic.Bool
+	failing.Store(true)
+	h.fake.Intercept(critest.ImageStatus, func(_ context.Context, c critest.Call) error {
+		if c.Image == id && failing.Load() {
+			return status.Error(codes.Internal, "metadata store busy")
+		}
+		return nil
+	})
+	controllerApply(t, h.dyn, node, specRefs(nil, []string{"example.com/old:1"}, map[string]string{"example.com/old:1": id}))
+	h.run(t)
+	ni := waitFor(t, h.dyn, node, "agent report", reported)
+	if len(ni.Status.Images) != 0 {
+		t.Errorf("status.images %+v, want the unknown purge entry left out", ni.Status.Images)
+	}
+	if rm := callsOf(h.fake, critest.RemoveImage); len(rm) != 0 || h.fake.Image(id) == nil {
+		t.Errorf("removed %q while the purge entry was unknown", rm)
+	}
+	failing.Store(false)
+	h.tickUntil(t, node, "old:1 removed", func(ni *api.NodeImages) bool {
+		return len(ni.Status.Images) == 1 && !ni.Status.Images[0].Present && h.fake.Image(id) == nil
+	})
 }

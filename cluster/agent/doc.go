@@ -24,12 +24,35 @@
 //     reference as the spec spells it; there is no text search, so a
 //     reference that is a prefix or a substring of a present one is absent.
 //     status.images has one entry per distinct image of spec.images and
-//     spec.purge, in that order, with the image ID as imageRef and the
-//     runtime's size.
-//   - A spec.purge image the runtime has is removed with CRI RemoveImage,
-//     unless spec.images also wants it (keeping wins). A failed removal is
-//     reported in that image's removeError, retried every round, and
-//     cleared once the image is gone or leaves spec.purge.
+//     spec.purge, in that order, with the image ID as imageRef (for a
+//     purge entry, the ID of a recorded image still present) and, for
+//     spec.images, the runtime's size.
+//   - Purges remove only what a cache pulled, by image ID, after checks
+//     made on the node right before CRI RemoveImage. A spec.purge entry
+//     names the images to remove through its pull records (imageRef, the
+//     image the kubelet reported for the cache's own pre-pull); the agent
+//     resolves each to the runtime's image and removes that image by ID
+//     only when: no spec.images reference resolves to it (so another
+//     cache keeps every spelling and every tag of the same content), the
+//     runtime does not pin it (CRI Image.pinned, containerd's sandbox
+//     image), no container in any state uses it (CRI ListContainers,
+//     imageRef and image resolved to IDs, asked once per round before the
+//     first removal), and it has no tag beyond the names of this round's
+//     purge entries that resolve to it. Otherwise the entry's report says
+//     why in kept ("another ImageCache keeps it", "pinned by the runtime",
+//     "in use by a container", "it has other tags on the node (...)", "no
+//     cache's pull of it is recorded" for an entry without a record; the
+//     api.Kept* constants), with present true. "in use by a container" is
+//     not final: the entry is checked again every round and the image
+//     removed once no container uses it. An entry spec.images also names
+//     is not touched (keeping wins).
+//   - A purge entry is reported absent only when none of its recorded
+//     images resolves any more. An entry whose records cannot be resolved
+//     this round, or any entry while a spec.images image's status is
+//     unknown, is left out of the report and nothing of it is removed. A
+//     failed removal (or a failed container check) is reported in the
+//     entry's removeError, retried every round, and cleared once the image
+//     is gone or leaves spec.purge.
 //   - observedGeneration is the metadata.generation of the object version
 //     the report is based on: every image of that generation's spec was
 //     checked (or left out, see below) before the write.
@@ -60,8 +83,12 @@
 //     filesystem at ImageFsPath, or at the mountpoint the runtime reports,
 //     as seen from the agent's own mount namespace: in a pod, mount the
 //     host path and set ImageFsPath. It is left out when statfs fails.
-//   - Removal goes by the spec's reference: removing a reference removes
-//     the whole image the runtime resolves it to, including its other tags.
+//   - The checks and the removal are not atomic: a container created
+//     between the container check and RemoveImage may lose its image (the
+//     runtime may refuse, which is then a removeError). On a runtime that
+//     does not report pinned images (containerd before 1.7), the sandbox
+//     image is protected only by the other rules (a cache that found it
+//     present never purges it).
 //   - Presence can change between a round and the next; the report is a
 //     snapshot, not a lock on the images.
 //   - Entries another writer adds to status.images are neither removed nor

@@ -19,6 +19,9 @@ import (
 type agentReport struct {
 	Agent  api.AgentStatus     `json:"agent"`
 	Images []api.ImagePresence `json:"images"`
+	// Unknown: a wanted image's status was unknown this round, so nothing
+	// was removed. Not written.
+	Unknown bool `json:"-"`
 }
 
 // applyConfig is the server-side apply body: identity and the agent's

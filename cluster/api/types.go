@@ -144,14 +144,34 @@ type NodeImagesSpec struct {
 	// Images to keep, each with the caches (namespace/name) that want it.
 	Images []NodeImage `json:"images,omitempty"`
 	// Purge lists images to remove from the node: no cache wants them any
-	// more, or a cache was purged. Caches names who asked.
+	// more (a cache was deleted, purged or updated) and some cache's own
+	// pre-pull put them there. Pulled names the images to remove by ID; an
+	// image every cache found present is never listed.
 	Purge []NodeImage `json:"purge,omitempty"`
 }
 
 // NodeImage is one image on one node and the caches behind it.
 type NodeImage struct {
-	Image  string   `json:"image"`
+	Image string `json:"image"`
+	// Caches are the caches (namespace/name) that want the image; empty in
+	// a purge entry.
 	Caches []string `json:"caches,omitempty"`
+	// Pulled records the caches whose own pre-pull put the image on the
+	// node, one per cache UID. Only these records make a purge: a cache
+	// that found the image present has none.
+	Pulled []PullRecord `json:"pulled,omitempty"`
+}
+
+// PullRecord says that one cache's pre-pull pulled the image on the node:
+// the agent reported the image absent when the pre-pull pod was created
+// (batch Batch), and, once the pod's pull succeeded, ImageRef is the image
+// the kubelet reported for it (the pod's imageID). A record without
+// ImageRef is a pull in flight or one that failed; it removes nothing.
+type PullRecord struct {
+	Cache    string `json:"cache"`
+	CacheUID string `json:"cacheUID"`
+	Batch    string `json:"batch,omitempty"`
+	ImageRef string `json:"imageRef,omitempty"`
 }
 
 // NodeImagesStatus is what is known on one node.
@@ -181,7 +201,22 @@ type ImagePresence struct {
 	Size     int64  `json:"size,omitempty"`
 	// RemoveError is the runtime's error from the latest RemoveImage, if any.
 	RemoveError string `json:"removeError,omitempty"`
+	// Kept, on a purge entry, says why the agent left the image on the node
+	// (one of the Kept* reasons, or KeptOtherTags with the tags). Every
+	// reason but KeptInUse is final for the entry; an image in use is
+	// removed once no container uses it.
+	Kept string `json:"kept,omitempty"`
 }
+
+// Why an agent keeps a purge image (ImagePresence.Kept).
+const (
+	KeptByCache  = "another ImageCache keeps it"
+	KeptPinned   = "pinned by the runtime"
+	KeptInUse    = "in use by a container"
+	KeptNoRecord = "no cache's pull of it is recorded"
+	// KeptOtherTags is followed by the tags, in parentheses.
+	KeptOtherTags = "it has other tags on the node"
+)
 
 // NodeResult is one (cache, image) result on this node, for one batch.
 type NodeResult struct {

@@ -59,6 +59,9 @@ type Controller struct {
 	// created remembers pods created but not yet seen by the informer, so
 	// the in-flight limits count them.
 	created map[string]createdPod
+	// records holds pull records (by node) not yet seen in the node's
+	// spec; syncNode writes them there.
+	records map[string]map[recordKey]api.PullRecord
 	// statusWritten is when each cache's in-progress status was last
 	// written: progress is written at most once per statusInterval.
 	statusWritten map[string]time.Time
@@ -85,6 +88,7 @@ func New(cfg Config) (*Controller, error) {
 		cfg:           cfg,
 		pending:       map[string]map[resultKey]pendingResult{},
 		created:       map[string]createdPod{},
+		records:       map[string]map[recordKey]api.PullRecord{},
 		statusWritten: map[string]time.Time{},
 		cacheQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
@@ -278,7 +282,9 @@ func (c *Controller) queueAllCaches() {
 	}
 }
 
-// nodeImagesChanged wakes the caches that wait on the node's report.
+// nodeImagesChanged wakes the caches that wait on the node's report (those
+// that want an image there or recorded a pull of one), and the node itself
+// while it has purges: the agent's report of one ends it.
 func (c *Controller) nodeImagesChanged(obj any) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
@@ -289,15 +295,24 @@ func (c *Controller) nodeImagesChanged(obj any) {
 		return
 	}
 	seen := map[string]bool{}
+	wake := func(key string) {
+		if !seen[key] {
+			seen[key] = true
+			c.cacheQueue.AddAfter(key, batchDelay)
+		}
+	}
 	for _, list := range [][]api.NodeImage{ni.Spec.Images, ni.Spec.Purge} {
 		for _, img := range list {
 			for _, key := range img.Caches {
-				if !seen[key] {
-					seen[key] = true
-					c.cacheQueue.AddAfter(key, batchDelay)
-				}
+				wake(key)
+			}
+			for _, r := range img.Pulled {
+				wake(r.Cache)
 			}
 		}
+	}
+	if len(ni.Spec.Purge) > 0 {
+		c.nodeQueue.AddAfter(ni.Name, batchDelay)
 	}
 }
 

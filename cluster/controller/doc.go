@@ -36,9 +36,48 @@
 //   - The controller reads no Secret: it copies the cache's secret names
 //     into pods, and the kubelet reads them under the Node authorizer.
 //
+// Purges (a cache deleted, purged, or updated to drop an image) remove
+// only images the cache itself pulled:
+//   - When the controller creates a pre-pull pod for an image the node's
+//     agent reported absent, it records a pull (PullRecord: cache, UID,
+//     batch) on the image's entry in the node's NodeImages spec; when that
+//     pod's pull succeeds, the record gains the image the kubelet reported
+//     (containerStatuses imageID). An image found present (alreadypulled,
+//     or present before a pod of a cache with pull secrets, or on a node
+//     without a live agent) gets no record, so no purge of that cache
+//     touches it. Records live in the spec (cluster-scoped, written by the
+//     controller only), not in pods a tenant may edit.
+//   - An image no cache wants any more goes to spec.purge with its records
+//     (by image ID); one without a record is simply dropped. The agent
+//     removes it only after its own checks on the node (package agent:
+//     kept by another cache by ID, pinned, used by a container, other
+//     tags).
+//   - A purge entry stays in the spec whether or not the agent is alive,
+//     until the agent reports it gone or kept for a final reason (in use
+//     by a container is not: the agent removes the image once no container
+//     uses it, as a cache's own deleted pre-pull pods keep their containers
+//     a while) for the spec that holds it, and every purge action waiting
+//     on it has its result written. A purge
+//     action's result is succeeded only on that report ("removed from the
+//     runtime", or ImageKept with the agent's reason, "kept: ..."), failed
+//     on the runtime's refusal (ImageDeleteFailed); while the node's agent
+//     is away the request stays Processing and the status message says
+//     so. An image this cache did not pull answers at once, succeeded,
+//     with reason NotPulledByCache ("not removed: the cache found it
+//     present, did not pull it"), ImageKept ("kept: another ImageCache
+//     keeps it") or NotCached.
+//
 // Non-guarantees: "alreadypulled" says the image is on the node, not that
-// any pod may use it (the kubelet decides that per pod); images a cache
-// stops wanting are removed only where an agent runs; kube-fledged's
+// any pod may use it (the kubelet decides that per pod); kube-fledged's
 // node-status fallback sees only the images the kubelet lists there (50 by
-// default).
+// default). A record is made only when the controller knew the image was
+// absent, so some pulls leave images on the node after every cache that
+// wanted them is gone (safe, not tidy): a pull made while the agent was
+// not reporting, a pull recorded only in memory by a controller that
+// restarted before writing it, an image kept once (the entry and its
+// records go with the answer), and purge entries written by an earlier
+// version (no records). A record stays with the image's entry while any
+// cache wants it, so the image goes once the last cache drops it, even if
+// that cache only found it present. Two caches pulling one absent image at
+// once both record it.
 package controller

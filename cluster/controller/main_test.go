@@ -23,6 +23,7 @@ import (
 	"github.com/pullrecords/pullrecords/cluster/apiservertest"
 	"github.com/pullrecords/pullrecords/cluster/controller"
 	"github.com/pullrecords/pullrecords/cluster/internal/standin"
+	"github.com/pullrecords/pullrecords/cri/critest"
 )
 
 func TestMain(m *testing.M) {
@@ -74,8 +75,14 @@ type env struct {
 
 	mu       sync.Mutex
 	password map[string]string // secret name -> accepted for private images
-	stop     context.CancelFunc
-	done     chan error
+	// runtimes are the fake CRI runtimes of the nodes that run an agent
+	// (startAgent): a successful pull there adds the image.
+	runtimes map[string]*critest.ImageService
+	// content maps an image to the one whose content a pull of it yields
+	// (a tag pair of one digest), for runtimes.
+	content map[string]string
+	stop    context.CancelFunc
+	done    chan error
 }
 
 func newEnv(t *testing.T) *env { return newEnvNamed(t, t.Name()) }
@@ -98,7 +105,7 @@ func newEnvNamed(t testing.TB, name string) *env {
 	}
 	name = strings.Trim(name, "-")
 	e := &env{t: t, ctx: ctx, admin: kubernetes.NewForConfigOrDie(controller.Protobuf(s.Admin)), dyn: dynamic.NewForConfigOrDie(s.Admin),
-		ns: name, label: "test-" + name, password: map[string]string{"regcred": "ok"}}
+		ns: name, label: "test-" + name, password: map[string]string{"regcred": "ok"}, runtimes: map[string]*critest.ImageService{}, content: map[string]string{}}
 	if _, err := e.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -118,15 +125,22 @@ func newEnvNamed(t testing.TB, name string) *env {
 // decide is the stand-in's registry: images under "private/" need a pull
 // secret whose name the registry accepts; others are public.
 func (e *env) decide(node, image string, secrets []corev1.LocalObjectReference) error {
-	if !strings.Contains(image, "private/") {
-		return nil
-	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	ok := !strings.Contains(image, "private/")
 	for _, s := range secrets {
-		if e.password[s.Name] == "ok" {
-			return nil
+		ok = ok || e.password[s.Name] == "ok"
+	}
+	if ok {
+		if rt := e.runtimes[node]; rt != nil {
+			if c := e.content[image]; c != "" {
+				image = c
+			}
+			if _, err := rt.AddImage(image); err != nil {
+				return err
+			}
 		}
+		return nil
 	}
 	return fmt.Errorf("failed to pull and unpack image %q: failed to resolve reference: pull access denied, 401 Unauthorized", image)
 }

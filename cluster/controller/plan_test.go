@@ -207,25 +207,66 @@ func TestNextAction(t *testing.T) {
 	}
 }
 
-func TestDesiredSpecPurgesWhatNoCacheWants(t *testing.T) {
+// The purge list holds only images some cache's pre-pull pulled (a record
+// with an image ID), never one every cache found present; it remembers a
+// purge while the agent is away, and drops an entry only when the agent
+// reported it done (gone, or kept for a final reason; in use is not) and
+// every waiting purge action has its result.
+func TestDesiredSpecPurgesOnlyPulledImages(t *testing.T) {
+	rec := func(cache, uid, ref string) api.PullRecord {
+		return api.PullRecord{Cache: cache, CacheUID: uid, Batch: "b1", ImageRef: ref}
+	}
 	ni := &api.NodeImages{ObjectMeta: metav1.ObjectMeta{Generation: 3}}
-	ni.Spec.Images = []api.NodeImage{{Image: "a:1", Caches: []string{"ns/x"}}, {Image: "b:1", Caches: []string{"ns/x"}}}
-	ni.Spec.Purge = []api.NodeImage{{Image: "old:1"}, {Image: "gone:1"}}
-	ni.Status.Agent = &api.AgentStatus{ObservedGeneration: 3}
-	ni.Status.Images = []api.ImagePresence{{Image: "gone:1", Present: false}, {Image: "old:1", Present: true}}
-	want := map[string][]string{"a:1": {"ns/x", "ns/y"}}
+	ni.Spec.Purge = []api.NodeImage{
+		{Image: "done:1", Pulled: []api.PullRecord{rec("ns/x", "ux", "sha256:d")}},
+		{Image: "kept:1", Pulled: []api.PullRecord{rec("ns/x", "ux", "sha256:k")}},
+		{Image: "unanswered:1", Pulled: []api.PullRecord{rec("ns/p", "up", "sha256:u")}},
+		{Image: "refused:1", Pulled: []api.PullRecord{rec("ns/x", "ux", "sha256:r")}},
+		{Image: "inuse:1", Pulled: []api.PullRecord{rec("ns/x", "ux", "sha256:i")}},
+	}
+	records := map[string][]api.PullRecord{
+		"a:1":          {rec("ns/x", "ux", "sha256:a")},
+		"pulled:1":     {rec("ns/x", "ux", "sha256:p")},
+		"inflight:1":   {{Cache: "ns/x", CacheUID: "ux", Batch: "b2"}},
+		"done:1":       ni.Spec.Purge[0].Pulled,
+		"kept:1":       ni.Spec.Purge[1].Pulled,
+		"unanswered:1": ni.Spec.Purge[2].Pulled,
+		"refused:1":    ni.Spec.Purge[3].Pulled,
+		"inuse:1":      ni.Spec.Purge[4].Pulled,
+	}
+	want := map[string][]string{"a:1": {"ns/y", "ns/x"}, "present:1": {"ns/y"}}
 	alive := agentView{alive: true, observed: 3, generation: 3, presence: map[string]api.ImagePresence{
-		"gone:1": {Image: "gone:1"}, "old:1": {Image: "old:1", Present: true}}}
-	got := desiredSpec(ni, want, alive)
+		"done:1":       {Image: "done:1"},
+		"kept:1":       {Image: "kept:1", Present: true, Kept: api.KeptPinned},
+		"inuse:1":      {Image: "inuse:1", Present: true, Kept: api.KeptInUse},
+		"unanswered:1": {Image: "unanswered:1"},
+		"refused:1":    {Image: "refused:1", Present: true, RemoveError: "in use"},
+	}}
+	answered := func(image string, _ []api.PullRecord) bool { return image != "unanswered:1" }
+	got := desiredSpec(ni, want, records, alive, answered)
 	wantSpec := api.NodeImagesSpec{
-		Images: []api.NodeImage{{Image: "a:1", Caches: []string{"ns/x", "ns/y"}}},
-		Purge:  []api.NodeImage{{Image: "b:1", Caches: []string{"ns/x"}}, {Image: "old:1"}},
+		Images: []api.NodeImage{
+			{Image: "a:1", Caches: []string{"ns/x", "ns/y"}, Pulled: records["a:1"]},
+			{Image: "present:1", Caches: []string{"ns/y"}},
+		},
+		Purge: []api.NodeImage{
+			{Image: "inuse:1", Pulled: records["inuse:1"]},
+			{Image: "pulled:1", Pulled: records["pulled:1"]},
+			{Image: "refused:1", Pulled: records["refused:1"]},
+			{Image: "unanswered:1", Pulled: records["unanswered:1"]},
+		},
 	}
 	if diff := cmp.Diff(wantSpec, got); diff != "" {
 		t.Errorf("spec (-want +got):\n%s", diff)
 	}
-	if got := desiredSpec(ni, want, agentView{}); len(got.Purge) != 0 {
-		t.Errorf("without an agent nothing can purge, got purge list %v", got.Purge)
+	// The agent is away: every purge is remembered, none is taken as done.
+	got = desiredSpec(ni, want, records, agentView{}, answered)
+	var names []string
+	for _, e := range got.Purge {
+		names = append(names, e.Image)
+	}
+	if diff := cmp.Diff([]string{"done:1", "inuse:1", "kept:1", "pulled:1", "refused:1", "unanswered:1"}, names); diff != "" {
+		t.Errorf("purge list without an agent (-want +got):\n%s", diff)
 	}
 }
 
@@ -244,5 +285,26 @@ func TestPodNamesAreDeterministicAndDistinct(t *testing.T) {
 	}
 	if len(a) > 63 {
 		t.Errorf("name %q is %d long", a, len(a))
+	}
+}
+
+// A pull record takes the image the kubelet reports only from the pod this
+// controller makes for the image: a pod of the same name running another
+// image (one a tenant made ahead of it) records nothing.
+func TestPulledImageRefOnlyFromThePrepullPod(t *testing.T) {
+	pod := func(image, imageID string) *corev1.Pod {
+		return &corev1.Pod{
+			Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: prepullContainer, Image: image}}},
+			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: prepullContainer, Image: image, ImageID: imageID}}},
+		}
+	}
+	if got := pulledImageRef(pod("reg/app:1", "reg/app@sha256:aa"), "reg/app:1"); got != "reg/app@sha256:aa" {
+		t.Errorf("the pre-pull pod's imageID: %q", got)
+	}
+	if got := pulledImageRef(pod("reg/victim:1", "reg/victim@sha256:bb"), "reg/app:1"); got != "" {
+		t.Errorf("a pod running another image gave %q, want nothing", got)
+	}
+	if got := pulledImageRef(pod("reg/app:1", "docker-pullable://reg/app@sha256:aa"), "reg/app:1"); got != "reg/app@sha256:aa" {
+		t.Errorf("a docker-pullable imageID: %q", got)
 	}
 }

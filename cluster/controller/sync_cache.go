@@ -89,6 +89,7 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 		results  []imagecache.ImageWorkResult
 		inFlight int
 		later    time.Duration
+		away     = map[string]bool{}
 	)
 	states := map[string]*nodeState{} // each node's object and agent, read once per sync
 	budget := c.newBudget(now)
@@ -110,6 +111,9 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 		if wait.pod {
 			inFlight++
 		}
+		if wait.away {
+			away[req.Node] = true
+		}
 		if later == 0 || (wait.after > 0 && wait.after < later) {
 			later = wait.after
 		}
@@ -125,6 +129,10 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 		later = 2 * batchDelay
 	}
 	status := aggregate(&ic, reqs, results, inFlight, unwritten, c.cfg.FailuresPerImage)
+	if status.Status == api.ActionStatusProcessing && len(away) > 0 {
+		status.Message += fmt.Sprintf(" The pullrecords agent of %d node(s) is away (no heartbeat within %s): their removals are remembered and done when it reports again.",
+			len(away), c.cfg.AgentTimeout)
+	}
 	if final {
 		if err := c.finishAction(ctx, &ic, status, now); err != nil {
 			return 0, err
@@ -147,6 +155,7 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 type waitKind struct {
 	after time.Duration
 	pod   bool
+	away  bool // a purge waits for the node's agent, which is away
 }
 
 var inFlightWait = waitKind{pod: true}
@@ -231,7 +240,7 @@ func (c *Controller) decide(ctx context.Context, ic *api.ImageCache, req imageca
 		return &imagecache.ImageWorkResult{Request: req, Status: status, Reason: reason, Message: message, Finished: now}, waitKind{}, nil
 	}
 	if req.WorkType == imagecache.WorkTypePurge {
-		return c.decidePurge(ni, agent, req, result)
+		return c.decidePurge(ic, ni, agent, req, result)
 	}
 	pod, err := c.pods.Pods(ic.Namespace).Get(podName(ic, ic.Status.Batch, req.Node, req.Image))
 	switch {
@@ -246,6 +255,8 @@ func (c *Controller) decide(ctx context.Context, ic *api.ImageCache, req imageca
 		del := ""
 		if out.status != imagecache.StatusSucceeded {
 			del = pod.Namespace + "/" + pod.Name
+		} else {
+			c.notePull(ni, req, ic, pod)
 		}
 		return result(out.status, out.reason, out.message, del)
 	case !apierrors.IsNotFound(err):
@@ -273,6 +284,11 @@ func (c *Controller) decide(ctx context.Context, ic *api.ImageCache, req imageca
 	}
 	if !budget.take(req.Node) {
 		return nil, waitKind{after: waitForReport}, nil
+	}
+	if agent.alive && !agent.present(req.Image) {
+		// The agent reported the image absent: if this pod's pull
+		// succeeds, this cache pulled it (notePull), and may purge it.
+		c.addRecord(req.Node, req.Image, api.PullRecord{Cache: key.cache, CacheUID: string(ic.UID), Batch: ic.Status.Batch})
 	}
 	budget.create = append(budget.create, c.prepullPod(ic, req))
 	return nil, inFlightWait, nil
@@ -308,37 +324,6 @@ func (c *Controller) createPods(ctx context.Context, pods []*corev1.Pod) error {
 	}
 	wg.Wait()
 	return first
-}
-
-// decidePurge decides a purge request from the agent's report.
-func (c *Controller) decidePurge(ni *api.NodeImages, agent agentView, req imagecache.ImageWorkRequest,
-	result func(imagecache.ImageWorkStatus, string, string, string) (*imagecache.ImageWorkResult, waitKind, error)) (*imagecache.ImageWorkResult, waitKind, error) {
-	if !agent.alive {
-		return result(imagecache.StatusFailed, "NoAgent", "no pullrecords agent reports from this node, so nothing can remove the image there", "")
-	}
-	if ni != nil {
-		if kept := findImage(ni.Spec.Images, req.Image); kept != nil {
-			return result(imagecache.StatusSucceeded, "ImageKept", fmt.Sprintf("kept on the node: also cached by %v", kept.Caches), "")
-		}
-	}
-	if ni == nil || findImage(ni.Spec.Purge, req.Image) == nil {
-		if agent.generationSeen() {
-			return result(imagecache.StatusSucceeded, "NotCached", "the cache had not put the image on this node", "")
-		}
-		c.nodeQueue.Add(req.Node)
-		return nil, waitKind{after: waitForReport}, nil
-	}
-	if !agent.reported(req.Image) {
-		return nil, waitKind{after: waitForReport}, nil
-	}
-	p := agent.presence[req.Image]
-	switch {
-	case p.RemoveError != "":
-		return result(imagecache.StatusFailed, "ImageDeleteFailed", p.RemoveError, "")
-	case !p.Present:
-		return result(imagecache.StatusSucceeded, "", "removed from the runtime", "")
-	}
-	return nil, waitKind{after: waitForReport}, nil
 }
 
 func findImage(list []api.NodeImage, image string) *api.NodeImage {
@@ -650,7 +635,7 @@ func aggregate(ic *api.ImageCache, reqs []imagecache.ImageWorkRequest, results [
 		st.Message = "Some images could not be pulled on some nodes; see failures."
 	case purge:
 		st.Status = api.ActionStatusSucceeded
-		st.Message = "Every cached image was removed from the selected nodes."
+		st.Message = purgeSummary(results)
 	default:
 		st.Status = api.ActionStatusSucceeded
 		st.Message = "Every image of the cache is on every selected node."

@@ -32,6 +32,7 @@ func (c *Controller) syncNode(ctx context.Context, name string) (time.Duration, 
 		// Its NodeImages goes with it (owner reference); nothing to pull there.
 		c.mu.Lock()
 		delete(c.pending, name)
+		delete(c.records, name)
 		c.mu.Unlock()
 		return 0, nil
 	}
@@ -58,12 +59,16 @@ func (c *Controller) syncNode(ctx context.Context, name string) (time.Duration, 
 		}
 	}
 	ni := c.nodeImagesOf(name)
-	spec := desiredSpec(ni, want, c.agentView(ni, c.cfg.Clock.Now()))
+	records, used := c.nodeRecords(name, ni)
+	spec := desiredSpec(ni, want, records, c.agentView(ni, c.cfg.Clock.Now()), func(image string, recs []api.PullRecord) bool {
+		return answered(ni, caches, image, recs)
+	})
 	if ni == nil || !equality.Semantic.DeepEqual(normalizeSpec(ni.Spec), spec) {
 		if err := c.applySpec(ctx, node.Name, node.UID, spec); err != nil {
 			return 0, err
 		}
 	}
+	c.forgetRecords(name, spec, used)
 
 	c.mu.Lock()
 	pend := c.pending[name]
@@ -106,38 +111,138 @@ func (c *Controller) syncNode(ctx context.Context, name string) (time.Duration, 
 }
 
 // desiredSpec computes the node's spec: images wanted by some cache (with
-// those caches), and a purge list holding images dropped from the wanted
-// list plus earlier purge entries the agent has not yet reported gone.
-// Without an agent nothing can remove images, so nothing is put to purge.
-func desiredSpec(ni *api.NodeImages, want map[string][]string, agent agentView) api.NodeImagesSpec {
+// those caches and every pull record of the image), and a purge list
+// holding each image no cache wants that some cache's pre-pull pulled (its
+// records with an image ID). An image every cache found present has no
+// such record and is never purged. A purge entry stays, whether or not the
+// node's agent is alive, until the agent has reported it done (gone, or
+// kept for a final reason) for the spec that holds it and every cache
+// whose purge action waits on it has its result written (answered); a
+// removal the runtime refused, or one a container's use holds back, stays
+// and is retried.
+func desiredSpec(ni *api.NodeImages, want map[string][]string, records map[string][]api.PullRecord, agent agentView,
+	answered func(image string, recs []api.PullRecord) bool) api.NodeImagesSpec {
 	var spec api.NodeImagesSpec
 	for img, caches := range want {
 		sort.Strings(caches)
-		spec.Images = append(spec.Images, api.NodeImage{Image: img, Caches: caches})
+		spec.Images = append(spec.Images, api.NodeImage{Image: img, Caches: caches, Pulled: records[img]})
 	}
-	if ni != nil && agent.alive {
-		purge := map[string][]string{}
-		for _, old := range ni.Spec.Images {
-			if _, ok := want[old.Image]; !ok {
-				purge[old.Image] = old.Caches
+	for img, recs := range records {
+		if _, ok := want[img]; ok {
+			continue
+		}
+		var pulled []api.PullRecord
+		for _, r := range recs {
+			if r.ImageRef != "" {
+				pulled = append(pulled, r)
 			}
 		}
-		for _, old := range ni.Spec.Purge {
-			if _, ok := want[old.Image]; ok {
-				continue
-			}
-			if p, ok := agent.presence[old.Image]; ok && agent.generationSeen() && !p.Present && p.RemoveError == "" {
-				continue // gone: done
-			}
-			if _, ok := purge[old.Image]; !ok {
-				purge[old.Image] = old.Caches
-			}
+		if len(pulled) == 0 {
+			continue // pulls in flight or failed: nothing to remove
 		}
-		for img, caches := range purge {
-			spec.Purge = append(spec.Purge, api.NodeImage{Image: img, Caches: caches})
+		if ni != nil && findImage(ni.Spec.Purge, img) != nil && purgeDone(agent, img) && answered(img, pulled) {
+			continue
 		}
+		spec.Purge = append(spec.Purge, api.NodeImage{Image: img, Pulled: pulled})
 	}
 	return normalizeSpec(spec)
+}
+
+// purgeDone reports whether the agent has finished the purge of image for
+// the current spec: gone, or kept for a final reason. An image in use by a
+// container stays to purge: the agent removes it once no container uses it
+// (a cache's own pre-pull pod keeps its container a while after deletion).
+func purgeDone(agent agentView, image string) bool {
+	if !agent.generationSeen() {
+		return false
+	}
+	p, ok := agent.presence[image]
+	return ok && p.RemoveError == "" && (!p.Present || (p.Kept != "" && p.Kept != api.KeptInUse))
+}
+
+// answered reports whether every existing cache whose current purge action
+// covers image (it has a record in recs) has its result for image written
+// on the node.
+func answered(ni *api.NodeImages, caches map[string]*api.ImageCache, image string, recs []api.PullRecord) bool {
+	for _, r := range recs {
+		ic, ok := caches[r.Cache]
+		if !ok || string(ic.UID) != r.CacheUID || ic.Status.Reason != api.ReasonImageCachePurge || ic.Status.Status != api.ActionStatusProcessing {
+			continue
+		}
+		found := false
+		if ni != nil {
+			for _, res := range ni.Status.Results {
+				if res.Cache == r.Cache && res.Image == image && res.CacheUID == r.CacheUID && res.Batch == ic.Status.Batch {
+					found = true
+					break
+				}
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// nodeRecords returns the node's pull records by image: those in its spec
+// (both lists) updated with those not yet written, and the unwritten ones
+// it used. A record the spec already shows is forgotten from memory.
+func (c *Controller) nodeRecords(node string, ni *api.NodeImages) (map[string][]api.PullRecord, map[recordKey]api.PullRecord) {
+	by := map[recordKey]api.PullRecord{}
+	if ni != nil {
+		for _, list := range [][]api.NodeImage{ni.Spec.Images, ni.Spec.Purge} {
+			for _, e := range list {
+				for _, r := range e.Pulled {
+					by[recordKey{e.Image, r.CacheUID}] = r
+				}
+			}
+		}
+	}
+	used := map[recordKey]api.PullRecord{}
+	c.mu.Lock()
+	for k, r := range c.records[node] {
+		if cur, ok := by[k]; ok && cur == r {
+			delete(c.records[node], k)
+			continue
+		}
+		by[k] = r
+		used[k] = r
+	}
+	if len(c.records[node]) == 0 {
+		delete(c.records, node)
+	}
+	c.mu.Unlock()
+	out := map[string][]api.PullRecord{}
+	for k, r := range by {
+		out[k.image] = append(out[k.image], r)
+	}
+	return out, used
+}
+
+// forgetRecords drops the unwritten records this sync used that the spec
+// does not hold (pulls of images no cache wants that removed nothing).
+// Records added or changed meanwhile (a pod created or finished during
+// the sync) stay for the next sync.
+func (c *Controller) forgetRecords(node string, spec api.NodeImagesSpec, used map[recordKey]api.PullRecord) {
+	held := map[recordKey]bool{}
+	for _, list := range [][]api.NodeImage{spec.Images, spec.Purge} {
+		for _, e := range list {
+			for _, r := range e.Pulled {
+				held[recordKey{e.Image, r.CacheUID}] = true
+			}
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, r := range used {
+		if cur, ok := c.records[node][k]; ok && cur == r && !held[k] {
+			delete(c.records[node], k)
+		}
+	}
+	if len(c.records[node]) == 0 {
+		delete(c.records, node)
+	}
 }
 
 func normalizeSpec(s api.NodeImagesSpec) api.NodeImagesSpec {
@@ -145,6 +250,14 @@ func normalizeSpec(s api.NodeImagesSpec) api.NodeImagesSpec {
 		sort.Slice(*l, func(i, j int) bool { return (*l)[i].Image < (*l)[j].Image })
 		if len(*l) == 0 {
 			*l = nil
+		}
+		for i := range *l {
+			p := append([]api.PullRecord(nil), (*l)[i].Pulled...)
+			sort.Slice(p, func(a, b int) bool { return p[a].CacheUID < p[b].CacheUID })
+			if len(p) == 0 {
+				p = nil
+			}
+			(*l)[i].Pulled = p
 		}
 	}
 	return s
@@ -219,6 +332,20 @@ func specMap(spec api.NodeImagesSpec) map[string]any {
 					caches[j] = c
 				}
 				m["caches"] = caches
+			}
+			if len(i.Pulled) > 0 {
+				pulled := make([]any, len(i.Pulled))
+				for j, r := range i.Pulled {
+					rec := map[string]any{"cache": r.Cache, "cacheUID": r.CacheUID}
+					if r.Batch != "" {
+						rec["batch"] = r.Batch
+					}
+					if r.ImageRef != "" {
+						rec["imageRef"] = r.ImageRef
+					}
+					pulled[j] = rec
+				}
+				m["pulled"] = pulled
 			}
 			out = append(out, m)
 		}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -164,19 +165,96 @@ func TestClusterImageCache(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// 7. Purge: the cache's images leave every node; the cache stays.
+	// 7. Tenant B, with ImageCache rights in its own namespace only, lists
+	//    tenant A's private image and the nodes' sandbox (pause) image,
+	//    which it finds present, then deletes its cache: both stay.
+	tenantBClient := c.tenantClient(tenantB)
+	c.applyCacheAs(tenantBClient, tenantB, "found", []string{c.images["app"], c.images["pause"]}, "")
+	ic = c.waitDone(tenantB, "found", api.ReasonImageCacheCreate)
+	if ic.Status.Status != api.ActionStatusSucceeded || ic.Status.Counts.AlreadyPulled != 6 {
+		t.Fatalf("tenant B's cache: %s %+v, want 6 alreadypulled", ic.Status.Status, ic.Status.Counts)
+	}
+	if err := tenantBClient.Resource(api.ImageCacheResource).Namespace(tenantB).Delete(ctx, "found", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"node-a", "node-b", "node-c"} {
+		c.eventually(n+": tenant B's delete seen by the agent", func() bool {
+			u, err := c.dyn.Resource(api.NodeImagesResource).Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				return false
+			}
+			var ni api.NodeImages
+			_ = api.FromUnstructured(u, &ni)
+			for _, img := range ni.Spec.Images {
+				for _, k := range img.Caches {
+					if k == tenantB+"/found" {
+						return false
+					}
+				}
+			}
+			return ni.Status.Agent != nil && ni.Status.Agent.ObservedGeneration >= ni.Generation
+		})
+		c.mustHaveImage(n, c.images["app"], true)
+		c.mustHaveImage(n, c.images["pause"], true)
+	}
+
+	// 7b. A tag pair of one content (s:stable and s:v1, one image in
+	//     containerd): tenant B pulls s:stable, tenant C keeps s:v1; B's
+	//     delete leaves the image and C's cache stays Succeeded. (A removal
+	//     by reference takes every tag of the image.)
+	tenantCClient := c.tenantClient(tenantC)
+	c.applyCacheAs(tenantBClient, tenantB, "pair", []string{c.images["stable"]}, "")
+	if ic := c.waitDone(tenantB, "pair", api.ReasonImageCacheCreate); ic.Status.Status != api.ActionStatusSucceeded || ic.Status.Counts.Succeeded != 3 {
+		t.Fatalf("tenant B's s:stable: %s %+v, want pulled on 3 nodes", ic.Status.Status, ic.Status.Counts)
+	}
+	c.applyCacheAs(tenantCClient, tenantC, "keeper", []string{c.images["v1"]}, "")
+	if ic := c.waitDone(tenantC, "keeper", api.ReasonImageCacheCreate); ic.Status.Status != api.ActionStatusSucceeded {
+		t.Fatalf("tenant C's s:v1: %s %+v", ic.Status.Status, ic.Status.Counts)
+	}
+	if err := tenantBClient.Resource(api.ImageCacheResource).Namespace(tenantB).Delete(ctx, "pair", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"node-a", "node-b", "node-c"} {
+		c.eventually(n+": tenant B's s:stable purge answered", func() bool {
+			u, err := c.dyn.Resource(api.NodeImagesResource).Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				return false
+			}
+			var ni api.NodeImages
+			_ = api.FromUnstructured(u, &ni)
+			for _, img := range ni.Spec.Images {
+				if img.Image == c.images["stable"] {
+					return false
+				}
+			}
+			return len(ni.Spec.Purge) == 0 && ni.Status.Agent != nil && ni.Status.Agent.ObservedGeneration >= ni.Generation
+		})
+		c.mustHaveImage(n, c.images["v1"], true)
+	}
+	if ic := c.cache(tenantC, "keeper"); ic.Status.Status != api.ActionStatusSucceeded {
+		t.Errorf("tenant C's cache after B's delete: %+v", ic.Status)
+	}
+
+	// 8. Purge: the cache's images leave every node, except where a
+	//    container still uses one (tenant A's finished pod on node-a); the
+	//    cache stays.
 	c.annotate(tenantA, "web", api.PurgeAnnotation)
 	c.eventually("purge done", func() bool {
 		ic := c.cache(tenantA, "web")
 		_, asked := ic.Annotations[api.PurgeAnnotation]
 		return !asked && ic.Status.Reason == api.ReasonImageCachePurge && ic.Status.Status == api.ActionStatusSucceeded
 	})
-	for _, n := range []string{"node-a", "node-b", "node-c"} {
+	for _, n := range []string{"node-b", "node-c"} {
 		c.eventually(n+": purged", func() bool { return !c.hasImage(n, c.images["app"]) && !c.hasImage(n, c.images["tool"]) })
+	}
+	c.eventually("node-a: tool purged", func() bool { return !c.hasImage("node-a", c.images["tool"]) })
+	c.mustHaveImage("node-a", c.images["app"], true)
+	if r := c.result("node-a", tenantA+"/web", c.images["app"]); !strings.HasPrefix(r.Message, "kept: in use by a container") {
+		t.Errorf("node-a's purge result for the image tenant A's pod ran: %+v, want kept: in use by a container", r)
 	}
 	c.logTable(tenantA)
 
-	// 8. Delete: the nodes' objects forget the cache.
+	// 9. Delete: the nodes' objects forget the cache.
 	if err := c.dyn.Resource(api.ImageCacheResource).Namespace(tenantA).Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -254,6 +332,8 @@ func setUp(t *testing.T, ctx context.Context) *cluster {
 	push("noop", c.open, "pullrecords/pullrecords:e2e", map[string]nodetest.File{"pullrecords-noop": {Data: noop, Mode: 0o755}}, []string{"/pullrecords-noop"}, nil)
 	push("web", c.open, "public/web:1", withTag("web"), []string{"/pause"}, nil)
 	push("late", c.open, "public/late:1", withTag("late"), []string{"/pause"}, nil)
+	push("stable", c.open, "public/s:stable", withTag("s"), []string{"/pause"}, nil)
+	push("v1", c.open, "public/s:v1", withTag("s"), []string{"/pause"}, nil)
 	push("app", c.priv, "tenant-a/app:1", withTag("app"), []string{"/pause"}, c.auth)
 	push("tool", c.priv, "tenant-a/tool:1", withTag("tool"), []string{"/pause"}, c.auth)
 
@@ -287,6 +367,19 @@ func setUp(t *testing.T, ctx context.Context) *cluster {
 		c.startAgent(name)
 	}
 	c.startController()
+	// The agents report before the first cache, as a deployed DaemonSet
+	// does: a pre-pull the agent saw absent is this cache's to purge.
+	for _, name := range names {
+		c.eventually(name+"'s agent reports", func() bool {
+			u, err := c.dyn.Resource(api.NodeImagesResource).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false
+			}
+			var ni api.NodeImages
+			_ = api.FromUnstructured(u, &ni)
+			return ni.Status.Agent != nil
+		})
+	}
 	t.Cleanup(func() {
 		c.stopController()
 		c.mu.Lock()
@@ -320,13 +413,17 @@ func (c *cluster) startAgent(node string) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	a, err := agent.New(agent.Config{NodeName: node, Dynamic: dynamic.NewForConfigOrDie(cfg), Runtime: svc, ResyncInterval: 5 * time.Second})
+	guard, conn, err := agent.DialCRIGuard(c.nodes[node].CRIEndpoint)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	a, err := agent.New(agent.Config{NodeName: node, Dynamic: dynamic.NewForConfigOrDie(cfg), Runtime: svc, Guard: guard, ResyncInterval: 5 * time.Second})
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); _ = a.Run(ctx); svc.Close() }()
+	go func() { defer close(done); _ = a.Run(ctx); svc.Close(); conn.Close() }()
 	c.mu.Lock()
 	c.agents[node] = func() { cancel(); <-done }
 	c.mu.Unlock()
@@ -397,6 +494,67 @@ func (c *cluster) applyCache(ns, name string, images []string, secret string) {
 		metav1.PatchOptions{FieldManager: "kubectl", Force: ptr.To(true)}); err != nil {
 		c.t.Fatal(err)
 	}
+}
+
+// applyCacheAs is applyCache with the client dyn (a tenant's).
+func (c *cluster) applyCacheAs(dyn dynamic.Interface, ns, name string, images []string, secret string) {
+	c.t.Helper()
+	doc := fmt.Sprintf("apiVersion: kubefledged.io/v1alpha2\nkind: ImageCache\nmetadata: {name: %s, namespace: %s}\nspec:\n  cacheSpec:\n  - images: [%s]\n    nodeSelector: {cache: \"yes\"}\n",
+		name, ns, strings.Join(images, ", "))
+	if secret != "" {
+		doc += "  imagePullSecrets: [{name: " + secret + "}]\n"
+	}
+	data, err := yaml.YAMLToJSON([]byte(doc))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if _, err := dyn.Resource(api.ImageCacheResource).Namespace(ns).Patch(c.ctx, name, "application/apply-patch+yaml", data,
+		metav1.PatchOptions{FieldManager: "kubectl", Force: ptr.To(true)}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// tenantClient returns a client for service account "tenant" of ns, which
+// may manage ImageCaches in ns only (a Role an admin grants a tenant).
+func (c *cluster) tenantClient(ns string) dynamic.Interface {
+	c.t.Helper()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "imagecache-owner", Namespace: ns}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{api.KubeFledgedGroup}, Resources: []string{"imagecaches"},
+		Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"},
+	}}}
+	if _, err := c.admin.RbacV1().Roles(ns).Create(c.ctx, role, metav1.CreateOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "imagecache-owner", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "tenant", Namespace: ns}}}
+	if _, err := c.admin.RbacV1().RoleBindings(ns).Create(c.ctx, binding, metav1.CreateOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+	cfg, err := c.srv.ServiceAccountConfig(c.ctx, ns, "tenant", "")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return dynamic.NewForConfigOrDie(cfg)
+}
+
+// result returns the node's result for (cache, image).
+func (c *cluster) result(node, cache, image string) api.NodeResult {
+	c.t.Helper()
+	u, err := c.dyn.Resource(api.NodeImagesResource).Get(c.ctx, node, metav1.GetOptions{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var ni api.NodeImages
+	if err := api.FromUnstructured(u, &ni); err != nil {
+		c.t.Fatal(err)
+	}
+	for _, r := range ni.Status.Results {
+		if r.Cache == cache && r.Image == image {
+			return r
+		}
+	}
+	return api.NodeResult{}
 }
 
 func (c *cluster) annotate(ns, name, key string) {

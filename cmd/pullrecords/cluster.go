@@ -134,8 +134,10 @@ func newAgentCmd(g *globalOptions) *cobra.Command {
 		Long: `agent runs on every node (a DaemonSet). It reads its node's NodeImages object,
 asks the runtime through the CRI whether each image there is present (ImageStatus,
 an exact answer rather than the 50 images of the node status), removes the images
-listed for purge (RemoveImage), and reports presence and image filesystem use on
-that object. It reads no Secrets and writes nothing on the node's filesystem.`,
+listed for purge that a cache pulled (RemoveImage, by image ID, unless another
+cache keeps the image, a container uses it, the runtime pins it or it has other
+tags: ListContainers and ImageStatus just before), and reports presence and
+image filesystem use on that object. It reads no Secrets and writes nothing on the node's filesystem.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cfg.NodeName == "" {
@@ -156,6 +158,12 @@ that object. It reads no Secrets and writes nothing on the node's filesystem.`,
 			}
 			defer svc.Close()
 			cfg.Runtime = svc
+			guard, conn, err := agent.DialCRIGuard(endpoint)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			cfg.Guard = guard
 			a, err := agent.New(cfg)
 			if err != nil {
 				return fmt.Errorf("%w: %v", errUsage, err)

@@ -39,7 +39,18 @@ type Kubelet struct {
 	mu      sync.Mutex
 	paused  map[string]bool
 	pulled  map[string]map[string]bool // node -> image
-	Written atomic.Int64               // status writes made
+	imageID func(node, image string) string
+	Written atomic.Int64 // status writes made
+}
+
+// SetImageID makes the stand-in report imageID(node, image) as a
+// successful pull's containerStatuses imageID, as a kubelet reports the
+// runtime's image reference; unset (or an empty answer), it reports
+// "sha256:standin".
+func (k *Kubelet) SetImageID(imageID func(node, image string) string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.imageID = imageID
 }
 
 // Start runs a stand-in until ctx is done, with workers goroutines writing
@@ -124,8 +135,16 @@ func (k *Kubelet) handle(ctx context.Context, key string) {
 		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: c.Name, Image: c.Image,
 			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: err.Error()}}}}
 	} else {
+		id := "sha256:standin"
+		k.mu.Lock()
+		if k.imageID != nil {
+			if got := k.imageID(pod.Spec.NodeName, c.Image); got != "" {
+				id = got
+			}
+		}
+		k.mu.Unlock()
 		pod.Status.Phase = corev1.PodSucceeded
-		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: c.Name, Image: c.Image, ImageID: "sha256:standin",
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: c.Name, Image: c.Image, ImageID: id,
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}}}
 		k.mu.Lock()
 		if k.pulled[pod.Spec.NodeName] == nil {

@@ -1,0 +1,203 @@
+package controller
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/pullrecords/pullrecords/cluster/api"
+	"github.com/pullrecords/pullrecords/imagecache"
+)
+
+// Reasons and messages of purge results that leave the image on the node.
+// Their status is succeeded: the purge did what it may, nothing it did not
+// pull or that something else needs was touched.
+const (
+	reasonKept          = "ImageKept"
+	reasonNotPulled     = "NotPulledByCache"
+	reasonNotCached     = "NotCached"
+	msgFoundPresent     = "not removed: the cache found it present, did not pull it"
+	msgNothingToRemove  = "not removed: the cache has no pull of it recorded on this node"
+	msgKeptByOtherCache = "kept: another ImageCache keeps it (%s)"
+	msgKeptInUse        = "kept: " + api.KeptInUse + "; removed once no container uses it"
+)
+
+// recordKey names one cache's pull record of one image on a node.
+type recordKey struct{ image, uid string }
+
+// decidePurge decides one (node, image) of a purge action. Only an image
+// this cache's own pre-pull put on the node (a PullRecord with an image ID
+// in the node's spec) is removed, by the node's agent, which checks it
+// again there; the result is succeeded only once the agent reports the
+// image gone or reports why it kept it, failed when the runtime refused.
+// A node whose agent is away keeps the purge pending: the entry stays in
+// the node's spec and is done when the agent reports again.
+func (c *Controller) decidePurge(ic *api.ImageCache, ni *api.NodeImages, agent agentView, req imagecache.ImageWorkRequest,
+	result func(imagecache.ImageWorkStatus, string, string, string) (*imagecache.ImageWorkResult, waitKind, error)) (*imagecache.ImageWorkResult, waitKind, error) {
+	key, uid := cacheKey(ic), string(ic.UID)
+	if ni == nil {
+		return result(imagecache.StatusSucceeded, reasonNotCached, msgNothingToRemove, "")
+	}
+	kept := findImage(ni.Spec.Images, req.Image)
+	if kept != nil && contains(kept.Caches, key) {
+		// The node's spec does not show the purge yet.
+		c.nodeQueue.Add(req.Node)
+		return nil, waitKind{after: waitForReport}, nil
+	}
+	if e := findImage(ni.Spec.Purge, req.Image); e != nil && pulledBy(e, uid) {
+		if !agent.alive {
+			return nil, waitKind{after: waitForReport, away: true}, nil
+		}
+		if !agent.reported(req.Image) {
+			return nil, waitKind{after: waitForReport}, nil
+		}
+		p := agent.presence[req.Image]
+		switch {
+		case p.RemoveError != "":
+			return result(imagecache.StatusFailed, "ImageDeleteFailed", p.RemoveError, "")
+		case p.Kept == api.KeptInUse:
+			return result(imagecache.StatusSucceeded, reasonKept, msgKeptInUse, "")
+		case p.Kept != "":
+			return result(imagecache.StatusSucceeded, reasonKept, "kept: "+p.Kept, "")
+		case !p.Present:
+			return result(imagecache.StatusSucceeded, "", "removed from the runtime", "")
+		}
+		return nil, waitKind{after: waitForReport}, nil
+	}
+	switch {
+	case kept != nil && pulledBy(kept, uid):
+		return result(imagecache.StatusSucceeded, reasonKept, fmt.Sprintf(msgKeptByOtherCache, strings.Join(kept.Caches, ", ")), "")
+	case kept != nil, foundPresent(ni, key, req.Image):
+		return result(imagecache.StatusSucceeded, reasonNotPulled, msgFoundPresent, "")
+	}
+	return result(imagecache.StatusSucceeded, reasonNotCached, msgNothingToRemove, "")
+}
+
+// foundPresent reports whether the cache's latest result for image on the
+// node, of any batch, says it found the image present.
+func foundPresent(ni *api.NodeImages, cache, image string) bool {
+	for _, r := range ni.Status.Results {
+		if r.Cache == cache && r.Image == image {
+			return r.Status == string(imagecache.StatusAlreadyPulled)
+		}
+	}
+	return false
+}
+
+func pulledBy(e *api.NodeImage, uid string) bool {
+	for _, r := range e.Pulled {
+		if r.CacheUID == uid && r.ImageRef != "" {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// recordOf returns the cache's pull record of image on node: the one not
+// yet written (memory) first, else the node's spec.
+func (c *Controller) recordOf(ni *api.NodeImages, node, image, uid string) (api.PullRecord, bool) {
+	c.mu.Lock()
+	r, ok := c.records[node][recordKey{image, uid}]
+	c.mu.Unlock()
+	if ok {
+		return r, true
+	}
+	if ni == nil {
+		return api.PullRecord{}, false
+	}
+	for _, list := range [][]api.NodeImage{ni.Spec.Images, ni.Spec.Purge} {
+		if e := findImage(list, image); e != nil {
+			for _, r := range e.Pulled {
+				if r.CacheUID == uid {
+					return r, true
+				}
+			}
+		}
+	}
+	return api.PullRecord{}, false
+}
+
+// addRecord remembers a pull record until the node's spec shows it.
+func (c *Controller) addRecord(node, image string, r api.PullRecord) {
+	c.mu.Lock()
+	if c.records[node] == nil {
+		c.records[node] = map[recordKey]api.PullRecord{}
+	}
+	c.records[node][recordKey{image, r.CacheUID}] = r
+	c.mu.Unlock()
+	c.nodeQueue.AddAfter(node, resultWriteDelay)
+}
+
+// pulledImageRef returns the image the kubelet reports the pre-pull
+// container runs (its imageID), when that container runs image.
+func pulledImageRef(pod *corev1.Pod, image string) string {
+	for _, ct := range pod.Spec.Containers {
+		if ct.Name == prepullContainer && ct.Image != image {
+			return "" // not the pod this controller makes for image
+		}
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == prepullContainer {
+			return strings.TrimPrefix(cs.ImageID, "docker-pullable://")
+		}
+	}
+	return ""
+}
+
+// purgeSummary is the final message of a purge: how many images were
+// removed and why the others stay.
+func purgeSummary(results []imagecache.ImageWorkResult) string {
+	removed := 0
+	why := map[string]int{}
+	for _, r := range results {
+		if r.Status != imagecache.StatusSucceeded {
+			continue
+		}
+		if r.Reason == "" {
+			removed++
+			continue
+		}
+		msg := r.Message
+		if r.Reason == reasonKept && strings.HasPrefix(msg, "kept: another ImageCache keeps it") {
+			msg = "kept: another ImageCache keeps it"
+		}
+		why[msg]++
+	}
+	if len(why) == 0 {
+		return "Every image this cache pulled was removed from the selected nodes."
+	}
+	var parts []string
+	for m, n := range why {
+		parts = append(parts, fmt.Sprintf("%s (%d)", m, n))
+	}
+	sort.Strings(parts)
+	return fmt.Sprintf("%d image(s) this cache pulled removed from the selected nodes; the others stay: %s.", removed, strings.Join(parts, "; "))
+}
+
+// notePull completes the cache's pull record when its pod's pull
+// succeeded: only a record made when the pod was created for this batch
+// (the agent had reported the image absent) gains the image ID the kubelet
+// reported, and only for the pod this controller makes for the image.
+func (c *Controller) notePull(ni *api.NodeImages, req imagecache.ImageWorkRequest, ic *api.ImageCache, pod *corev1.Pod) {
+	rec, ok := c.recordOf(ni, req.Node, req.Image, string(ic.UID))
+	if !ok || rec.Batch != ic.Status.Batch || rec.ImageRef != "" {
+		return
+	}
+	ref := pulledImageRef(pod, req.Image)
+	if ref == "" {
+		return
+	}
+	rec.ImageRef = ref
+	c.addRecord(req.Node, req.Image, rec)
+}
