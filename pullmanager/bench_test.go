@@ -323,21 +323,8 @@ func BenchmarkMustAttemptImagePullWithMetrics(b *testing.B) {
 // 50 cached secrets (hash and coordinates match: no write).
 func BenchmarkMustAttemptImagePullSecretMatch(b *testing.B) {
 	ctx := logr.NewContext(context.Background(), logr.Discard())
-	m, cache := benchManager(b, filepath.Join(b.TempDir(), "kubelet"), AlwaysVerify, fsstore.WithoutSync())
-	var secrets []accessor.ImagePullSecret
-	for i := range 50 {
-		secrets = append(secrets, secret(fmt.Sprintf("uid-%02d", i), "team", fmt.Sprintf("s%02d", i), fmt.Sprintf("hash-%02d", i)))
-	}
-	const image, ref = "registry.example/team/app:v1", "sha256:secretmatch"
-	if err := cache.WriteImagePulledRecord(logr.Discard(), rec(ref, t0, map[string]accessor.ImagePullCredentials{
-		"registry.example/team/app": {KubernetesSecrets: secrets}})); err != nil {
-		b.Fatal(err)
-	}
-	pod := []accessor.ImagePullSecret{secrets[49]}
-	get := func() ([]accessor.ImagePullSecret, *accessor.ImagePullServiceAccount, error) { return pod, nil, nil }
-	if got, _ := m.MustAttemptImagePull(ctx, image, ref, get); got {
-		b.Fatal("secret not matched")
-	}
+	m, get := secretMatchScene(b, nil, nil)
+	image, ref := secretMatchImage, secretMatchRef
 	b.Run("serial", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -436,25 +423,8 @@ func BenchmarkMustAttemptImagePullSecretMatchExpiry(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { stamps.Close() })
-	m, cache := benchManagerWith(b, filepath.Join(b.TempDir(), "kubelet"), AlwaysVerify,
-		[]Option{WithCredentialExpiry(time.Hour, stamps)}, fsstore.WithoutSync())
-	var secrets []accessor.ImagePullSecret
-	for i := range 50 {
-		secrets = append(secrets, secret(fmt.Sprintf("uid-%02d", i), "team", fmt.Sprintf("s%02d", i), fmt.Sprintf("hash-%02d", i)))
-	}
-	const image, ref, key = "registry.example/team/app:v1", "sha256:secretmatch", "registry.example/team/app"
-	if err := cache.WriteImagePulledRecord(logr.Discard(), rec(ref, t0, map[string]accessor.ImagePullCredentials{
-		key: {KubernetesSecrets: secrets}})); err != nil {
-		b.Fatal(err)
-	}
-	if err := stamps.Stamp(secretProof(ref, key, &secrets[49])); err != nil {
-		b.Fatal(err)
-	}
-	pod := []accessor.ImagePullSecret{secrets[49]}
-	get := func() ([]accessor.ImagePullSecret, *accessor.ImagePullServiceAccount, error) { return pod, nil, nil }
-	if got, _ := m.MustAttemptImagePull(ctx, image, ref, get); got {
-		b.Fatal("secret not matched")
-	}
+	m, get := secretMatchScene(b, []Option{WithCredentialExpiry(time.Hour, stamps)}, stamps)
+	image, ref := secretMatchImage, secretMatchRef
 	b.Run("serial", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -463,4 +433,37 @@ func BenchmarkMustAttemptImagePullSecretMatchExpiry(b *testing.B) {
 			}
 		}
 	})
+}
+
+// The image and imageRef of secretMatchScene.
+const secretMatchImage, secretMatchRef = "registry.example/team/app:v1", "sha256:secretmatch"
+
+// secretMatchScene is a manager (with mopts) over a record of 50 secrets,
+// and a pod holding the 50th: the slowest secret match. With stamps, the
+// matched secret's proof is stamped.
+func secretMatchScene(b *testing.B, mopts []Option, stamps *credstamp.Store) (*PullManager, GetPodCredentials) {
+	b.Helper()
+	ctx := logr.NewContext(context.Background(), logr.Discard())
+	m, cache := benchManagerWith(b, filepath.Join(b.TempDir(), "kubelet"), AlwaysVerify, mopts, fsstore.WithoutSync())
+	var secrets []accessor.ImagePullSecret
+	for i := range 50 {
+		secrets = append(secrets, secret(fmt.Sprintf("uid-%02d", i), "team", fmt.Sprintf("s%02d", i), fmt.Sprintf("hash-%02d", i)))
+	}
+	const key = "registry.example/team/app"
+	image, ref := secretMatchImage, secretMatchRef
+	if err := cache.WriteImagePulledRecord(logr.Discard(), rec(ref, t0, map[string]accessor.ImagePullCredentials{
+		key: {KubernetesSecrets: secrets}})); err != nil {
+		b.Fatal(err)
+	}
+	if stamps != nil {
+		if err := stamps.Stamp(secretProof(ref, key, &secrets[49])); err != nil {
+			b.Fatal(err)
+		}
+	}
+	pod := []accessor.ImagePullSecret{secrets[49]}
+	get := func() ([]accessor.ImagePullSecret, *accessor.ImagePullServiceAccount, error) { return pod, nil, nil }
+	if got, _ := m.MustAttemptImagePull(ctx, image, ref, get); got {
+		b.Fatal("secret not matched")
+	}
+	return m, get
 }
