@@ -153,3 +153,43 @@ func TestForeignLabelledPodsNeitherCountNorGetDeleted(t *testing.T) {
 		}
 	}
 }
+
+// A pod the controller did not create that holds a pre-pull pod's name
+// (left from before the policy, or made by an admin) says nothing of a
+// pull: even Succeeded, it gives a failed result, never "pulled".
+func TestSquattedPodNameIsNotAPull(t *testing.T) {
+	e := newEnv(t)
+	node := e.addNode("n", true)
+	e.kubelet.Pause(node)
+	e.startController(controller.Config{})
+	e.applyCache("c", fmt.Sprintf("  cacheSpec:\n  - images: [registry.test/private/app:1]\n    nodeSelector: {%s: \"yes\"}\n  imagePullSecrets: [{name: regcred}]\n", e.label))
+	e.waitFor("the pre-pull pod", func() bool { return len(e.managedPods()) == 1 })
+	e.stopController()
+	ours := e.managedPods()[0]
+	if err := e.admin.CoreV1().Pods(e.ns).Delete(e.ctx, ours.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("our pod gone", func() bool { return len(e.managedPods()) == 0 })
+	squat := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: ours.Name, Namespace: e.ns, Labels: ours.Labels, Annotations: ours.Annotations,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "kubefledged.io/v1alpha2", Kind: "ImageCache", Name: "c",
+			UID: types.UID("00000000-0000-0000-0000-000000000000"), Controller: ptr.To(true)}}},
+		Spec: corev1.PodSpec{NodeName: node, RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "prepull", Image: "registry.test/private/app:1"}}}}
+	squat, err := e.admin.CoreV1().Pods(e.ns).Create(e.ctx, squat, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	squat.Status.Phase = corev1.PodSucceeded
+	if _, err := e.admin.CoreV1().Pods(e.ns).UpdateStatus(e.ctx, squat, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.startController(controller.Config{})
+	ic := e.waitDone("c", api.ReasonImageCacheCreate)
+	f := ic.Status.Failures["registry.test/private/app:1"]
+	if ic.Status.Status != api.ActionStatusFailed || ic.Status.Counts.Succeeded != 0 || len(f) != 1 || f[0].Reason != "PodNameTaken" {
+		t.Errorf("a squatted pod name counted as a pull: status %q counts %+v failures %+v", ic.Status.Status, ic.Status.Counts, ic.Status.Failures)
+	}
+	if p, err := e.admin.CoreV1().Pods(e.ns).Get(e.ctx, squat.Name, metav1.GetOptions{}); err != nil || p.UID != squat.UID || p.DeletionTimestamp != nil {
+		t.Errorf("the squatting pod was deleted: %v", err)
+	}
+}
