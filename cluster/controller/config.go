@@ -53,6 +53,16 @@ type Config struct {
 	CacheWorkers int
 	NodeWorkers  int
 
+	// KubeFledgedNamespace and KubeFledgedServiceAccount name
+	// kube-fledged's own controller: Run refuses to start only while a pod
+	// with kube-fledged's controller labels runs in that namespace under
+	// that service account, and removes kube-fledged's leftover Jobs only
+	// there. Pods elsewhere (a tenant's look-alike) change nothing.
+	// Defaults "kube-fledged" and "kubefledged-controller", kube-fledged's
+	// own manifests' names (deploy/kubefledged-*.yaml upstream).
+	KubeFledgedNamespace      string
+	KubeFledgedServiceAccount string
+
 	// Clock is for tests; default the real clock.
 	Clock clock.WithTicker
 }
@@ -90,6 +100,12 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("%w: limits and worker counts must be positive", ErrInvalidConfig)
 	case c.MaxImageFsUsedPercent < 0 || c.MaxImageFsUsedPercent > 100:
 		return fmt.Errorf("%w: MaxImageFsUsedPercent %d is not in 1..100", ErrInvalidConfig, c.MaxImageFsUsedPercent)
+	}
+	if c.KubeFledgedNamespace == "" {
+		c.KubeFledgedNamespace = "kube-fledged"
+	}
+	if c.KubeFledgedServiceAccount == "" {
+		c.KubeFledgedServiceAccount = "kubefledged-controller"
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}

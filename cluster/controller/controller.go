@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -65,6 +66,9 @@ type Controller struct {
 	// statusWritten is when each cache's in-progress status was last
 	// written: progress is written at most once per statusInterval.
 	statusWritten map[string]time.Time
+	// gone holds the UIDs of caches seen deleted (UID -> namespace/name)
+	// until their pods are deleted: those pods stay the controller's.
+	gone map[types.UID]string
 }
 
 type resultKey struct{ cache, image string }
@@ -90,6 +94,7 @@ func New(cfg Config) (*Controller, error) {
 		created:       map[string]createdPod{},
 		records:       map[string]map[recordKey]api.PullRecord{},
 		statusWritten: map[string]time.Time{},
+		gone:          map[types.UID]string{},
 		cacheQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "imagecaches", Clock: cfg.Clock}),
@@ -108,10 +113,19 @@ func New(cfg Config) (*Controller, error) {
 	podInf := c.podInformers.Core().V1().Pods()
 	if err := podInf.Informer().AddIndexers(cache.Indexers{
 		podsByCacheIndex: func(obj any) ([]string, error) {
-			pod := obj.(*corev1.Pod)
-			return []string{pod.Annotations[cacheAnno]}, nil // namespace/name
+			// The controlling cache's namespace/name; a labelled pod no
+			// ImageCache controls is indexed nowhere (see owned.go).
+			if key := ownerKey(obj.(*corev1.Pod)); key != "" {
+				return []string{key}, nil
+			}
+			return nil, nil
 		},
-		podsByNodeIndex: func(obj any) ([]string, error) { return []string{obj.(*corev1.Pod).Spec.NodeName}, nil },
+		podsByNodeIndex: func(obj any) ([]string, error) {
+			if pod := obj.(*corev1.Pod); ownerKey(pod) != "" {
+				return []string{pod.Spec.NodeName}, nil
+			}
+			return nil, nil
+		},
 	}); err != nil {
 		return nil, fmt.Errorf("pod indexers: %w", err)
 	}
@@ -130,7 +144,17 @@ func New(cfg Config) (*Controller, error) {
 		{cacheInf.Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.cacheChanged(obj, true) },
 			UpdateFunc: func(old, obj any) { c.cacheChanged(obj, generation(old) != generation(obj)) },
-			DeleteFunc: func(obj any) { c.cacheChanged(obj, true) },
+			DeleteFunc: func(obj any) {
+				if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+					obj = tomb.Obj
+				}
+				if key, ok := objectKey(obj); ok {
+					if m, ok := obj.(metav1.Object); ok {
+						c.cacheGone(key, m.GetUID())
+					}
+				}
+				c.cacheChanged(obj, true)
+			},
 		}},
 		{niInf.Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.nodeImagesChanged,

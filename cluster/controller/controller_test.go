@@ -299,18 +299,10 @@ func TestHungNodeFailsAtDeadline(t *testing.T) {
 // removes the Jobs a stopped one left behind.
 func TestKubeFledgedTakeover(t *testing.T) {
 	e := newEnv(t)
-	kf := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kubefledged-controller-0", Namespace: e.ns,
-		Labels: map[string]string{"app": "kubefledged", "kubefledged": "kubefledged-controller"}},
-		Spec: corev1.PodSpec{NodeName: "elsewhere", Containers: []corev1.Container{{Name: "c", Image: "senthilrch/kubefledged-controller:v0.10.0"}}}}
-	kf, err := e.admin.CoreV1().Pods(e.ns).Create(e.ctx, kf, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kf.Status.Phase = corev1.PodRunning
-	if _, err := e.admin.CoreV1().Pods(e.ns).UpdateStatus(e.ctx, kf, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.startController(controller.Config{})
+	// This test's namespace plays kube-fledged's.
+	e.kubeFledgedPod(e.ns, "kubefledged-controller", "kubefledged-controller-0")
+	kf := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kubefledged-controller-0"}}
+	e.startController(controller.Config{KubeFledgedNamespace: e.ns})
 	if err := <-e.done; !errors.Is(err, controller.ErrKubeFledgedRunning) || !strings.Contains(err.Error(), kf.Name) {
 		t.Fatalf("Run beside kube-fledged: %v, want ErrKubeFledgedRunning naming its pod", err)
 	}
@@ -325,7 +317,7 @@ func TestKubeFledgedTakeover(t *testing.T) {
 	if _, err := e.admin.BatchV1().Jobs(e.ns).Create(e.ctx, job, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.startController(controller.Config{})
+	e.startController(controller.Config{KubeFledgedNamespace: e.ns})
 	e.waitFor("kube-fledged's Job deleted", func() bool {
 		_, err := e.admin.BatchV1().Jobs(e.ns).Get(e.ctx, job.Name, metav1.GetOptions{})
 		return err != nil

@@ -33,6 +33,16 @@
 //     name in different namespaces, or a cache deleted and created again,
 //     never share results.
 //   - A node joining or changing labels is worked on at once.
+//   - Only its own pods count: a pod is the controller's if it carries the
+//     managed-by label and an ImageCache the controller knows (by UID)
+//     controls it. Other labelled pods are never counted against the
+//     limits, read for results or deleted; the shipped admission policy
+//     refuses the label to everyone but the controller (and
+//     system:masters).
+//   - Only kube-fledged's own controller (its namespace and service
+//     account, Config.KubeFledgedNamespace and KubeFledgedServiceAccount)
+//     stops Run; under leader election Run's failure is logged, the Lease
+//     released and the error returned.
 //   - The controller reads no Secret: it copies the cache's secret names
 //     into pods, and the kubelet reads them under the Node authorizer.
 //

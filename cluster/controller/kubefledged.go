@@ -20,22 +20,29 @@ const (
 
 // takeOverFromKubeFledged refuses to run beside a running kube-fledged
 // controller (both would act on every ImageCache) and removes the Jobs a
-// stopped one left behind, with their pods. ImageCaches need no migration:
+// stopped one left behind, with their pods. Only kube-fledged's own
+// controller counts: a pod with its labels in Config.KubeFledgedNamespace
+// running under Config.KubeFledgedServiceAccount; look-alikes anyone may
+// create elsewhere change nothing, and Jobs are removed only there. ImageCaches need no migration:
 // the CRD is the same and an ImageCache kube-fledged wrote is adopted with
 // a refresh (see nextAction).
 func (c *Controller) takeOverFromKubeFledged(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	pods, err := c.cfg.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: kubeFledgedControllerSelector})
+	kfNS := c.cfg.KubeFledgedNamespace
+	pods, err := c.cfg.Kube.CoreV1().Pods(kfNS).List(ctx, metav1.ListOptions{LabelSelector: kubeFledgedControllerSelector})
 	if err != nil {
 		return fmt.Errorf("looking for a kube-fledged controller: %w", err)
 	}
 	for _, p := range pods.Items {
+		if p.Spec.ServiceAccountName != c.cfg.KubeFledgedServiceAccount {
+			continue
+		}
 		if p.DeletionTimestamp == nil && (p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodPending) {
 			return fmt.Errorf("%w: pod %s/%s (%s); scale its Deployment to 0 first, the ImageCaches are adopted as they are",
 				ErrKubeFledgedRunning, p.Namespace, p.Name, p.Status.Phase)
 		}
 	}
-	jobs, err := c.cfg.Kube.BatchV1().Jobs("").List(ctx, metav1.ListOptions{LabelSelector: kubeFledgedJobSelector})
+	jobs, err := c.cfg.Kube.BatchV1().Jobs(kfNS).List(ctx, metav1.ListOptions{LabelSelector: kubeFledgedJobSelector})
 	if err != nil {
 		return fmt.Errorf("listing kube-fledged's Jobs: %w", err)
 	}

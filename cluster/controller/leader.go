@@ -23,7 +23,11 @@ type LeaderElection struct {
 // RunWithLeaderElection runs the controller while this replica holds the
 // Lease and returns when ctx is done or the lease is lost (the process
 // should then exit and start over: its informers' view is that of a
-// leader that was replaced).
+// leader that was replaced). When Run fails while leading (for example
+// ErrKubeFledgedRunning), the failure is logged at error level, the Lease
+// is released at once and the error is returned: the process exits
+// non-zero and its restarts show the reason, instead of a replica holding
+// the Lease while doing nothing.
 func (c *Controller) RunWithLeaderElection(ctx context.Context, le LeaderElection) error {
 	if le.Namespace == "" || le.Identity == "" {
 		return fmt.Errorf("%w: leader election needs a namespace and an identity", ErrInvalidConfig)
@@ -46,6 +50,8 @@ func (c *Controller) RunWithLeaderElection(ctx context.Context, le LeaderElectio
 	}
 	logger := klog.FromContext(ctx).WithValues("lease", le.Namespace+"/"+le.Name, "identity", le.Identity)
 	runErr := make(chan error, 1)
+	electCtx, stopElecting := context.WithCancel(ctx)
+	defer stopElecting()
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   le.LeaseDuration,
@@ -56,7 +62,12 @@ func (c *Controller) RunWithLeaderElection(ctx context.Context, le LeaderElectio
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				logger.Info("Leading")
-				runErr <- c.Run(ctx)
+				err := c.Run(ctx)
+				if err != nil && ctx.Err() == nil {
+					logger.Error(err, "Controller failed while leading; releasing the lease and exiting")
+				}
+				runErr <- err
+				stopElecting() // release the lease: this replica does no work
 			},
 			OnStoppedLeading: func() { logger.Info("No longer leading") },
 			OnNewLeader: func(id string) {
@@ -69,7 +80,7 @@ func (c *Controller) RunWithLeaderElection(ctx context.Context, le LeaderElectio
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
-	elector.Run(ctx)
+	elector.Run(electCtx)
 	select {
 	case err := <-runErr:
 		return err

@@ -57,7 +57,11 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 		c.mu.Lock()
 		delete(c.statusWritten, key)
 		c.mu.Unlock()
-		return 0, c.deletePods(ctx, key, func(*corev1.Pod) bool { return true })
+		if err := c.deletePods(ctx, key, func(*corev1.Pod) bool { return true }); err != nil {
+			return 0, err
+		}
+		c.forgetGone(key)
+		return 0, nil
 	}
 	if err != nil {
 		return 0, err
@@ -76,6 +80,7 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 	}); err != nil {
 		return 0, err
 	}
+	c.forgetGone(key)
 	nodes, err := c.nodes.List(everything())
 	if err != nil {
 		return 0, err
@@ -244,6 +249,11 @@ func (c *Controller) decide(ctx context.Context, ic *api.ImageCache, req imageca
 	}
 	pod, err := c.pods.Pods(ic.Namespace).Get(podName(ic, ic.Status.Batch, req.Node, req.Image))
 	switch {
+	case err == nil && !c.owns(pod):
+		// Not ours (see owned.go): its status says nothing of a pull we
+		// asked for, and ours cannot be created under its name.
+		return result(imagecache.StatusFailed, "PodNameTaken",
+			fmt.Sprintf("pod %s/%s, which this controller did not create, holds the pre-pull pod's name; delete it", pod.Namespace, pod.Name), "")
 	case err == nil:
 		out := podOutcome(pod, now, c.cfg.PullDeadline)
 		if !out.final {
@@ -464,7 +474,7 @@ type budget struct {
 func (c *Controller) newBudget(now time.Time) *budget {
 	b := &budget{c: c, perNode: map[string]int{}, counted: map[string]bool{}}
 	for _, o := range c.podIndex.List() {
-		if pulling(o.(*corev1.Pod)) {
+		if p := o.(*corev1.Pod); pulling(p) && c.owns(p) {
 			b.total++
 		}
 	}
@@ -488,29 +498,40 @@ func pulling(p *corev1.Pod) bool {
 	return p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
 }
 
-// deleteActionPods deletes the current action's remaining pods in one
-// request once its results are written.
+// deleteActionPods deletes the current action's remaining pods once its
+// results are written: one request per pod, each with the pod's UID as a
+// precondition, and only pods the controller owns (a collection delete by
+// label would also take pods anyone else labelled alike).
 func (c *Controller) deleteActionPods(ctx context.Context, ic *api.ImageCache) error {
 	objs, err := c.podIndex.ByIndex(podsByCacheIndex, cacheKey(ic))
 	if err != nil {
 		return err
 	}
-	remaining := 0
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+		slots = make(chan struct{}, createParallelism)
+	)
 	for _, o := range objs {
-		if p := o.(*corev1.Pod); p.DeletionTimestamp == nil && p.Labels[batchLabel] == ic.Status.Batch {
-			remaining++
+		p := o.(*corev1.Pod)
+		if p.DeletionTimestamp != nil || p.Labels[batchLabel] != ic.Status.Batch || !c.owns(p) {
+			continue
 		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if err := c.deletePod(ctx, p.Namespace, p.Name, p.UID); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = fmt.Errorf("deleting the pre-pull pods of %s: %w", cacheKey(ic), err)
+				}
+				mu.Unlock()
+			}
+		})
 	}
-	if remaining == 0 {
-		return nil
-	}
-	sel := fmt.Sprintf("%s=%s,%s=%s,%s=%s", managedByLabel, managedByValue, cacheUIDLabel, ic.UID, batchLabel, ic.Status.Batch)
-	err = c.cfg.Kube.CoreV1().Pods(ic.Namespace).DeleteCollection(ctx,
-		metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{LabelSelector: sel})
-	if err != nil {
-		return fmt.Errorf("deleting the pre-pull pods of %s: %w", cacheKey(ic), err)
-	}
-	return nil
+	wg.Wait()
+	return first
 }
 
 // take reserves room for one pod on node, or reports that there is none.
@@ -518,7 +539,7 @@ func (b *budget) take(node string) bool {
 	if !b.counted[node] {
 		objs, _ := b.c.podIndex.ByIndex(podsByNodeIndex, node)
 		for _, o := range objs {
-			if pulling(o.(*corev1.Pod)) {
+			if p := o.(*corev1.Pod); pulling(p) && b.c.owns(p) {
 				b.perNode[node]++
 			}
 		}
@@ -556,7 +577,7 @@ func (c *Controller) deletePods(ctx context.Context, key string, match func(*cor
 	}
 	for _, o := range objs {
 		pod := o.(*corev1.Pod)
-		if !match(pod) || pod.DeletionTimestamp != nil {
+		if !match(pod) || pod.DeletionTimestamp != nil || !c.owns(pod) {
 			continue
 		}
 		if err := c.deletePod(ctx, pod.Namespace, pod.Name, pod.UID); err != nil {

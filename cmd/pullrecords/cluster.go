@@ -73,7 +73,9 @@ image through a short-lived pod bound to the node that carries the cache's pull
 secrets, so the kubelet checks and records the credential (KEP-2535) and only pods
 holding the secret may use the image. Results go to one NodeImages object per node
 and are aggregated into each ImageCache's status. It refuses to start while a
-kube-fledged controller runs. Replicas elect one leader through a Lease.
+kube-fledged controller runs (a pod of kube-fledged's controller service account in
+its namespace); under leader election that failure is logged, the Lease released and
+the command exits non-zero. Replicas elect one leader through a Lease.
 Deploy it with deploy/cluster (see cluster/README.md in the repository).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -116,6 +118,10 @@ Deploy it with deploy/cluster (see cluster/README.md in the repository).`,
 	f.IntVar(&cfg.MaxInFlight, "max-prepulls", 200, "pre-pull pods at once in the cluster")
 	f.DurationVar(&cfg.AgentTimeout, "agent-timeout", 3*time.Minute, "an agent silent this long is not trusted; the node's status is used instead")
 	f.IntVar(&cfg.MaxImageFsUsedPercent, "max-imagefs-used-percent", 85, "skip pulls on nodes whose image filesystem is fuller (100: never skip)")
+	f.StringVar(&cfg.KubeFledgedNamespace, "kube-fledged-namespace", "kube-fledged",
+		"namespace of kube-fledged's controller: the controller refuses to start while a kube-fledged controller pod runs there, and removes kube-fledged's leftover Jobs there only")
+	f.StringVar(&cfg.KubeFledgedServiceAccount, "kube-fledged-service-account", "kubefledged-controller",
+		"service account of kube-fledged's controller: only its pods in --kube-fledged-namespace count as kube-fledged running (kube-fledged's Helm chart names it <release fullname>-controller)")
 	f.BoolVar(&leaderOn, "leader-elect", true, "elect one leader among replicas through a Lease")
 	f.StringVar(&ns, "leader-elect-namespace", envOr("POD_NAMESPACE", "pullrecords-system"), "namespace of the Lease")
 	f.StringVar(&id, "leader-elect-identity", os.Getenv("POD_NAME"), "this replica's identity (default: the host name)")
