@@ -69,4 +69,8 @@ echo "built the fork kubelet in $(($(date +%s) - start)) s" >&2
 # Publish the directory at once: a reader sees the whole kubelet or none.
 rm -rf "${out}"
 mv "${tmp}/bin" "${out}"
+# Each change of the library's source is a new key and a new 90 MB kubelet:
+# keep the four newest builds (other checkouts may still use theirs) and
+# remove older ones, under the lock.
+ls -1dt "${root}"/fork-* 2>/dev/null | tail -n +5 | while read -r old; do rm -rf "${old}"; done
 echo "${out}/kubelet"
