@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"reflect"
 	"sync"
@@ -23,7 +25,9 @@ import (
 // Polling rather than inotify: it takes no watch descriptor (inotify's
 // per-user limit is shared with every other watcher on the node), and sees
 // a file replaced by rename, edited in place, or changed through another
-// mount alike. A read that finds the same caches changes nothing.
+// mount alike. A poll is one lstat while the file is the one last read
+// (same file, size and modification time); only a changed file is read and
+// parsed again, and a read that finds the same caches changes nothing.
 const ImageCacheFilePollInterval = time.Second
 
 // ImageCacheStateDir is the in-process image cache's state directory under
@@ -61,6 +65,12 @@ type imageCacheRunner struct {
 	// Touched by the watch loop only.
 	applied []imagecache.ImageCache // the caches last synced from the file
 	problem string                  // the file's problem last logged, "" when none
+	// settled is the file as last read, when that read ended in a synced
+	// state or in a problem already logged, and settledErr that read's
+	// error: a check that finds the same file (os.SameFile, size and
+	// modification time) answers as that read did without reading it.
+	settled    fs.FileInfo
+	settledErr error
 }
 
 // imageCacheHooks let tests drive the watch loop and see what it did.
@@ -159,6 +169,23 @@ func (r *imageCacheRunner) watch(ctx context.Context) {
 // unreadable, invalid) changes nothing: it is logged once per distinct
 // problem, and the applied caches stay until a usable version comes.
 func (r *imageCacheRunner) check(ctx context.Context) (imagecache.SyncResult, error) {
+	fi, statErr := os.Lstat(r.file)
+	if statErr == nil && r.settled != nil && os.SameFile(fi, r.settled) &&
+		fi.Size() == r.settled.Size() && fi.ModTime().Equal(r.settled.ModTime()) {
+		return imagecache.SyncResult{}, r.settledErr
+	}
+	r.settled = nil
+	res, settled, err := r.read(ctx)
+	if settled && statErr == nil {
+		r.settled, r.settledErr = fi, err
+	}
+	return res, err
+}
+
+// read is check's reading and syncing of the file; settled says whether
+// the outcome holds until the file changes (a failed Sync does not: the
+// next tick tries again).
+func (r *imageCacheRunner) read(ctx context.Context) (_ imagecache.SyncResult, settled bool, _ error) {
 	caches, err := imagecache.ReadCacheFile(r.file)
 	if err != nil {
 		if msg := err.Error(); msg != r.problem {
@@ -170,14 +197,14 @@ func (r *imageCacheRunner) check(ctx context.Context) (imagecache.SyncResult, er
 				r.logger.Error(err, "Ignoring the image cache file; the applied caches stay", "file", r.file)
 			}
 		}
-		return imagecache.SyncResult{}, err
+		return imagecache.SyncResult{}, true, err
 	}
 	if r.problem != "" {
 		r.problem = ""
 		r.logger.Info("Image cache file usable again", "file", r.file)
 	}
 	if reflect.DeepEqual(caches, r.applied) {
-		return imagecache.SyncResult{}, nil
+		return imagecache.SyncResult{}, true, nil
 	}
 	res, err := r.manager.Sync(ctx, caches)
 	if err != nil {
@@ -185,11 +212,11 @@ func (r *imageCacheRunner) check(ctx context.Context) (imagecache.SyncResult, er
 			// Not recorded as applied: the next tick tries again.
 			r.logger.Error(err, "Could not apply the changed image cache file", "file", r.file, "applied", res.Applied, "deleted", res.Deleted)
 		}
-		return res, err
+		return res, false, err
 	}
 	r.applied = caches
 	r.logger.Info("Image cache file changed", "file", r.file, "applied", res.Applied, "deleted", res.Deleted, "unchanged", res.Unchanged)
-	return res, nil
+	return res, true, nil
 }
 
 // logStatus logs the status line of a batch when it completes: which cache,
