@@ -25,8 +25,13 @@ type stampFile struct {
 }
 
 // encodeStamp returns the file content for k verified at t: compact JSON
-// and a newline, the time in UTC with nanoseconds (RFC 3339).
+// and a newline, the time in UTC with nanoseconds (RFC 3339). A time whose
+// UTC year has no four-digit RFC 3339 form is refused: it could not be read
+// back.
 func encodeStamp(k Key, t time.Time) ([]byte, error) {
+	if y := t.UTC().Year(); y < 0 || y > 9999 {
+		return nil, fmt.Errorf("verification time %v is outside the years 0000-9999", t)
+	}
 	b, err := json.Marshal(stampFile{
 		Version:    fileVersion,
 		Credential: k.Credential,
@@ -43,8 +48,9 @@ func encodeStamp(k Key, t time.Time) ([]byte, error) {
 // decodeStamp parses the file name with content data. Anything but exactly
 // what encodeStamp writes for a key whose fileName is name is an error
 // matching ErrInvalidStampFile: unknown fields, trailing data, another
-// version, an empty or non-UTF-8 field, an unparsable time, or a key that
-// belongs to another file name (a copied or renamed file).
+// version, an empty or non-UTF-8 field, a time that is not in the form
+// encodeStamp writes (UTC, RFC 3339), or a key that belongs to another file
+// name (a copied or renamed file).
 func decodeStamp(name string, data []byte) (Key, time.Time, error) {
 	fail := func(format string, args ...any) (Key, time.Time, error) {
 		return Key{}, time.Time{}, fmt.Errorf("%w: %s", ErrInvalidStampFile, fmt.Sprintf(format, args...))
@@ -71,6 +77,9 @@ func decodeStamp(name string, data []byte) (Key, time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, f.VerifiedAt)
 	if err != nil {
 		return fail("verifiedAt: %v", err)
+	}
+	if t.UTC().Format(time.RFC3339Nano) != f.VerifiedAt {
+		return fail("verifiedAt %q is not written in UTC as this package writes it", f.VerifiedAt)
 	}
 	return k, t, nil
 }

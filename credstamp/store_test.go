@@ -210,6 +210,23 @@ func TestFileFormat(t *testing.T) {
 	}
 }
 
+// A time with no four-digit UTC year is refused on write rather than written
+// in a form the reader rejects.
+func TestEncodeRefusesYearsWithoutFourDigits(t *testing.T) {
+	for _, at := range []time.Time{
+		time.Date(-1, 12, 31, 23, 0, 0, 0, time.UTC),
+		time.Date(0, 1, 1, 0, 0, 0, 0, time.FixedZone("east", 3600)),
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+	} {
+		if data, err := encodeStamp(testKey(1), at); err == nil {
+			t.Errorf("encodeStamp at %v = %s, want an error", at, data)
+		}
+	}
+	if _, err := encodeStamp(testKey(1), time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
+		t.Errorf("encodeStamp at year 0000 UTC: %v", err)
+	}
+}
+
 // A file that is not exactly a valid stamp for its own name vouches for
 // nothing after reopen.
 func TestInvalidFilesVouchForNothing(t *testing.T) {
@@ -234,6 +251,8 @@ func TestInvalidFilesVouchForNothing(t *testing.T) {
 		{name: "another key's stamp", content: validOther},
 		{name: "unknown field", content: []byte(`{"version":1,"credential":"` + k.Credential + `","repository":"` + k.Repository + `","digest":"` + k.Digest + `","verifiedAt":"2026-12-01T12:00:00Z","ttl":"1000h"}`)},
 		{name: "version 2", content: []byte(`{"version":2,"credential":"` + k.Credential + `","repository":"` + k.Repository + `","digest":"` + k.Digest + `","verifiedAt":"2026-12-01T12:00:00Z"}`)},
+		{name: "time with a zone offset", content: []byte(`{"version":1,"credential":"` + k.Credential + `","repository":"` + k.Repository + `","digest":"` + k.Digest + `","verifiedAt":"2026-12-01T13:00:00+01:00"}`)},
+		{name: "year zero east of UTC", content: []byte(`{"version":1,"credential":"` + k.Credential + `","repository":"` + k.Repository + `","digest":"` + k.Digest + `","verifiedAt":"0000-01-01T00:00:00+01:00"}`)},
 		{name: "bad time", content: []byte(`{"version":1,"credential":"` + k.Credential + `","repository":"` + k.Repository + `","digest":"` + k.Digest + `","verifiedAt":"yesterday"}`)},
 		{name: "trailing data", content: append(append([]byte{}, valid...), valid...)},
 		{name: "json null", content: []byte("null")},
