@@ -123,3 +123,23 @@ func TestNegativeCRITimeout(t *testing.T) {
 		}
 	}
 }
+
+// kube-fledged's --image-cache-refresh-frequency=0s turns periodic refresh
+// off; the controller's Config reads zero as its 15m default, so the flag
+// must map to the Config's "disabled". A negative value is a usage error
+// before any cluster is contacted.
+func TestControllerRefreshFrequencyZeroDisables(t *testing.T) {
+	got, err := refreshIntervalOf(0)
+	if err != nil || got >= 0 {
+		t.Errorf("refreshIntervalOf(0) = %v, %v; want a negative (disabled) interval", got, err)
+	}
+	if got, err := refreshIntervalOf(20 * time.Minute); err != nil || got != 20*time.Minute {
+		t.Errorf("refreshIntervalOf(20m) = %v, %v; want 20m", got, err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"controller", "--noop-image", "x", "--kubeconfig", "/nonexistent/kubeconfig",
+		"--image-cache-refresh-frequency", "-1s"}, &stdout, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "--image-cache-refresh-frequency -1s") {
+		t.Errorf("negative refresh frequency: exit %d, stderr %q; want 2 and the flag named", code, stderr.String())
+	}
+}

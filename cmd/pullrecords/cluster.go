@@ -79,6 +79,11 @@ the command exits non-zero. Replicas elect one leader through a Lease.
 Deploy it with deploy/cluster (see cluster/README.md in the repository).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			interval, err := refreshIntervalOf(cfg.RefreshInterval)
+			if err != nil {
+				return err
+			}
+			cfg.RefreshInterval = interval
 			rc, err := client.config()
 			if err != nil {
 				return err
@@ -113,7 +118,7 @@ Deploy it with deploy/cluster (see cluster/README.md in the repository).`,
 	f.StringVar(&cfg.NoopImage, "noop-image", "", "this project's image, holding /pullrecords-noop, which pre-pull pods copy in and run (required)")
 	f.StringVar(&cfg.PriorityClassName, "priority-class-name", "", "priorityClassName of pre-pull pods")
 	f.DurationVar(&cfg.PullDeadline, "image-pull-deadline-duration", 5*time.Minute, "how long one pre-pull may take before it fails")
-	f.DurationVar(&cfg.RefreshInterval, "image-cache-refresh-frequency", 15*time.Minute, "re-check every cache this long after its last action; 0 disables")
+	f.DurationVar(&cfg.RefreshInterval, "image-cache-refresh-frequency", 15*time.Minute, "re-check every cache this long after its last action; 0s disables periodic refresh, as in kube-fledged")
 	f.IntVar(&cfg.MaxInFlightPerNode, "max-prepulls-per-node", 2, "pre-pull pods at once on one node")
 	f.IntVar(&cfg.MaxInFlight, "max-prepulls", 200, "pre-pull pods at once in the cluster")
 	f.DurationVar(&cfg.AgentTimeout, "agent-timeout", 3*time.Minute, "an agent silent this long is not trusted; the node's status is used instead")
@@ -188,6 +193,21 @@ image filesystem use on that object. It reads no Secrets and writes nothing on t
 	f.DurationVar(&cfg.ResyncInterval, "resync-interval", time.Minute, "heartbeat and full re-check period")
 	f.StringVar(&cfg.ImageFsPath, "imagefs-path", "", "a path on the image filesystem to measure its size (default: the mount point the runtime reports)")
 	return cmd
+}
+
+// refreshIntervalOf maps --image-cache-refresh-frequency to
+// controller.Config.RefreshInterval: kube-fledged's 0s turns periodic
+// refresh off (the Config's zero value would mean its 15m default), and a
+// negative value is a usage error.
+func refreshIntervalOf(flag time.Duration) (time.Duration, error) {
+	switch {
+	case flag < 0:
+		return 0, usageErrorf("--image-cache-refresh-frequency %s is negative; 0s disables periodic refresh", flag)
+	case flag == 0:
+		return -1, nil
+	default:
+		return flag, nil
+	}
 }
 
 func envOr(key, def string) string {
