@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -239,7 +240,13 @@ func (c *Controller) work(ctx context.Context, q workqueue.TypedRateLimitingInte
 		after, err := sync(ctx, key)
 		switch {
 		case err != nil:
-			if ctx.Err() == nil {
+			switch {
+			case ctx.Err() != nil:
+			case apierrors.IsConflict(err):
+				// Another writer (the agent, a user, a replica) got there
+				// first: routine, retried with fresh state.
+				klog.FromContext(ctx).V(2).Info("Sync lost a write race; retrying", "key", key, "err", err)
+			default:
 				klog.FromContext(ctx).Error(err, "Sync failed; retrying", "key", key)
 			}
 			q.AddRateLimited(key)

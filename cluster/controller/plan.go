@@ -131,3 +131,17 @@ func presentInNodeStatus(node *corev1.Node, image string) bool {
 	}
 	return false
 }
+
+// noRequestsMessage says why an action covered no (node, image): the cache
+// lists no image at all, or no node matched the selectors of the entries
+// that list some.
+func noRequestsMessage(ic *api.ImageCache) string {
+	for _, e := range ic.Spec.CacheSpec {
+		for _, img := range e.Images {
+			if strings.TrimSpace(img) != "" {
+				return "No node matched the cache's node selectors, so no image was pulled or removed."
+			}
+		}
+	}
+	return "The cache lists no images, so no image was pulled or removed."
+}

@@ -184,7 +184,7 @@ func podOutcome(pod *corev1.Pod, now time.Time, deadline time.Duration) outcome 
 	if now.Sub(pod.CreationTimestamp.Time) >= deadline {
 		if last != nil {
 			return outcome{final: true, status: imagecache.StatusFailed, reason: nonEmpty(last.Reason, "PullDeadlineExceeded"),
-				message: fmt.Sprintf("not pulled within %s: %s", deadline, last.Message)}
+				message: fmt.Sprintf("not pulled within %s: %s", deadline, waitingText(last))}
 		}
 		return outcome{final: true, status: imagecache.StatusFailed, reason: "Pending",
 			message: fmt.Sprintf("the node reported nothing on the pre-pull pod within %s; check that the node is Ready and its kubelet runs", deadline)}

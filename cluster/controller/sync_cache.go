@@ -268,7 +268,11 @@ func (c *Controller) decide(ctx context.Context, ic *api.ImageCache, req imageca
 		} else {
 			c.notePull(ni, req, ic, pod)
 		}
-		return result(out.status, out.reason, out.message, del)
+		msg := out.message
+		if out.status == imagecache.StatusFailed {
+			msg = withSecretHint(ic, msg)
+		}
+		return result(out.status, out.reason, msg, del)
 	case !apierrors.IsNotFound(err):
 		return nil, waitKind{}, err
 	}
@@ -647,7 +651,7 @@ func aggregate(ic *api.ImageCache, reqs []imagecache.ImageWorkRequest, results [
 		st.CompletionTime = nil
 	case len(reqs) == 0:
 		st.Status = api.ActionStatusNoImagesPulledOrDeleted
-		st.Message = "No node matched the cache's node selectors, so no image was pulled or removed."
+		st.Message = noRequestsMessage(ic)
 	case counts.Failed+counts.Unknown > 0 && purge:
 		st.Status = api.ActionStatusFailed
 		st.Message = "Some images could not be removed from some nodes; see failures."

@@ -51,10 +51,13 @@ func (o *clusterClientOptions) config() (*rest.Config, error) {
 	return cfg, nil
 }
 
-// signalContext is cancelled by SIGINT or SIGTERM.
-func signalContext(g *globalOptions) (context.Context, context.CancelFunc) {
+// signalContext is cancelled by SIGINT or SIGTERM. It carries klog's own
+// logger, not the command line's errors-only one: the controller and the
+// agent are daemons whose operators need their lifecycle (leading, each
+// action's end) at the default verbosity; -v adds the detail.
+func signalContext() (context.Context, context.CancelFunc) {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	return klog.NewContext(ctx, g.logger()), cancel
+	return klog.NewContext(ctx, klog.Background()), cancel
 }
 
 func newControllerCmd(g *globalOptions) *cobra.Command {
@@ -98,7 +101,7 @@ Deploy it with deploy/cluster (see cluster/README.md in the repository).`,
 			if err != nil {
 				return fmt.Errorf("%w: %v", errUsage, err)
 			}
-			ctx, cancel := signalContext(g)
+			ctx, cancel := signalContext()
 			defer cancel()
 			if !leaderOn {
 				return c.Run(ctx)
@@ -161,7 +164,7 @@ image filesystem use on that object. It reads no Secrets and writes nothing on t
 			if cfg.Dynamic, err = dynamic.NewForConfig(rc); err != nil {
 				return err
 			}
-			ctx, cancel := signalContext(g)
+			ctx, cancel := signalContext()
 			defer cancel()
 			svc, err := cri.Dial(ctx, endpoint)
 			if err != nil {
