@@ -28,7 +28,7 @@ import (
 const nodeName = "node-a"
 
 func TestMain(m *testing.M) {
-	code := apiservertest.Main(m, apiservertest.Options{NodeNames: []string{nodeName, "node-b"}})
+	code := apiservertest.Main(m, apiservertest.Options{NodeNames: []string{nodeName, "node-b"}, AuditLog: true})
 	// Main has stopped the server: check that both processes are gone, Dir
 	// is removed and a second Stop is a no-op.
 	if s := apiservertest.Current(); s != nil {

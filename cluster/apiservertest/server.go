@@ -50,6 +50,11 @@ type Options struct {
 	// LogWriter, if not nil, receives etcd's and kube-apiserver's output
 	// besides the log files in Server.Dir.
 	LogWriter io.Writer
+	// AuditLog makes the API server write an audit event, at Metadata
+	// level, for every request it answers, to Server.AuditLogPath (read it
+	// with ReadAudit): the way to count what a component costs the API
+	// server, kubelets included.
+	AuditLog bool
 }
 
 // Server is a running etcd + kube-apiserver pair on 127.0.0.1.
@@ -60,6 +65,9 @@ type Server struct {
 	AdminToken string       // static token of user admin, group system:masters
 	Dir        string       // throwaway directory: certificates, keys, etcd data, logs
 	Admin      *rest.Config // admin config with QPS 1000, Burst 2000
+	// AuditLogPath is the API server's audit log when Options.AuditLog was
+	// set, else empty.
+	AuditLogPath string
 
 	etcdURL    string
 	nodeTokens map[string]string
@@ -173,6 +181,13 @@ func (s *Server) start(ctx context.Context, bin string, opts Options) error {
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--kubelet-preferred-address-types=InternalIP",
 		"--allow-privileged=true",
+	}
+	if opts.AuditLog {
+		flags, err := s.auditFlags()
+		if err != nil {
+			return err
+		}
+		apiArgs = append(apiArgs, flags...)
 	}
 	apiArgs = append(apiArgs, opts.ExtraAPIServerFlags...)
 	s.apiserver, err = childproc.Start("kube-apiserver", filepath.Join(bin, "kube-apiserver"), apiArgs, nil, filepath.Join(s.Dir, "kube-apiserver.log"), opts.LogWriter)

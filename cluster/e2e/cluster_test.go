@@ -79,10 +79,24 @@ func TestClusterImageCache(t *testing.T) {
 	c.secret(tenantC, "badcred", "not-the-password")
 
 	// 1. A private and a public image for the two nodes labelled cache=yes.
+	//    Its cost to the API server is read from the audit log, until the
+	//    action's pods are gone.
+	mark := c.auditMark()
 	c.applyCache(tenantA, "web", []string{c.images["app"], c.images["web"]}, "regcred")
 	ic := c.waitDone(tenantA, "web", api.ReasonImageCacheCreate)
 	if ic.Status.Status != api.ActionStatusSucceeded || ic.Status.Counts.Succeeded != 4 {
 		t.Fatalf("create: %s %+v", ic.Status.Status, ic.Status.Counts)
+	}
+	c.eventually("the create's pre-pull pods are gone", func() bool { return c.noPrepullPods(tenantA) })
+	cost := c.costSince(mark, tenantA)
+	t.Logf("API cost of the create, %s", cost.perPair(4))
+	// A regression guard at today's cost (about 31 requests and 10 Events
+	// per pair, one pod per (node, image)); issue 19's target is 5 and 1.
+	if per := float64(cost.controller+cost.kubelet) / 4; per > 40 {
+		t.Errorf("the create cost %.1f requests per (node, image), more than 40", per)
+	}
+	if per := float64(cost.events) / 4; per > 12 {
+		t.Errorf("the create wrote %.1f Events per (node, image), more than 12", per)
 	}
 	for _, n := range []string{"node-a", "node-b"} {
 		c.mustHaveImage(n, c.images["app"], true)
@@ -284,7 +298,7 @@ func setUp(t *testing.T, ctx context.Context) *cluster {
 		t.Fatal(err)
 	}
 	names := []string{"node-a", "node-b", "node-c"}
-	srv, err := apiservertest.Start(ctx, apiservertest.Options{NodeNames: names})
+	srv, err := apiservertest.Start(ctx, apiservertest.Options{NodeNames: names, AuditLog: true})
 	if err != nil {
 		t.Fatal(err)
 	}
