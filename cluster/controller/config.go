@@ -10,6 +10,16 @@ import (
 	"k8s.io/utils/clock"
 )
 
+// DefaultKubeFledgedServiceAccounts are the service accounts kube-fledged's
+// controller runs under when installed as documented: its manifests
+// (kubefledged-controller), its published Helm chart as `helm install
+// kube-fledged kubefledged-charts/kube-fledged` (kube-fledged-controller),
+// and the chart in its repository (chart "kubefledged") under the same
+// release name (kube-fledged-kubefledged-controller). A Helm install names
+// it <release fullname>-controller: give another name with
+// --kube-fledged-service-account.
+var DefaultKubeFledgedServiceAccounts = []string{"kubefledged-controller", "kube-fledged-controller", "kube-fledged-kubefledged-controller"}
+
 // Config is what a Controller needs. Kube, Dynamic and NoopImage are
 // required; zero values of the rest take the documented defaults.
 type Config struct {
@@ -53,15 +63,15 @@ type Config struct {
 	CacheWorkers int
 	NodeWorkers  int
 
-	// KubeFledgedNamespace and KubeFledgedServiceAccount name
+	// KubeFledgedNamespace and KubeFledgedServiceAccounts name
 	// kube-fledged's own controller: Run refuses to start only while a pod
-	// with kube-fledged's controller labels runs in that namespace under
-	// that service account, and removes kube-fledged's leftover Jobs only
-	// there. Pods elsewhere (a tenant's look-alike) change nothing.
-	// Defaults "kube-fledged" and "kubefledged-controller", kube-fledged's
-	// own manifests' names (deploy/kubefledged-*.yaml upstream).
-	KubeFledgedNamespace      string
-	KubeFledgedServiceAccount string
+	// with kube-fledged's controller labels (its manifests' or its Helm
+	// chart's) runs in that namespace under one of those service accounts,
+	// and removes kube-fledged's leftover Jobs only there. Pods elsewhere (a
+	// tenant's look-alike) change nothing. Defaults "kube-fledged" and
+	// DefaultKubeFledgedServiceAccounts.
+	KubeFledgedNamespace       string
+	KubeFledgedServiceAccounts []string
 
 	// Clock is for tests; default the real clock.
 	Clock clock.WithTicker
@@ -104,8 +114,8 @@ func (c *Config) setDefaults() error {
 	if c.KubeFledgedNamespace == "" {
 		c.KubeFledgedNamespace = "kube-fledged"
 	}
-	if c.KubeFledgedServiceAccount == "" {
-		c.KubeFledgedServiceAccount = "kubefledged-controller"
+	if len(c.KubeFledgedServiceAccounts) == 0 {
+		c.KubeFledgedServiceAccounts = DefaultKubeFledgedServiceAccounts
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}

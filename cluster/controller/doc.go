@@ -40,7 +40,7 @@
 //     refuses the label to everyone but the controller (and
 //     system:masters).
 //   - Only kube-fledged's own controller (its namespace and service
-//     account, Config.KubeFledgedNamespace and KubeFledgedServiceAccount)
+//     account, Config.KubeFledgedNamespace and KubeFledgedServiceAccounts)
 //     stops Run; under leader election Run's failure is logged, the Lease
 //     released and the error returned.
 //   - The controller reads no Secret: it copies the cache's secret names

@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -11,30 +13,41 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// kube-fledged's labels: its controller's pods, and the Jobs its image
-// manager creates.
-const (
-	kubeFledgedControllerSelector = "app=kubefledged,kubefledged=kubefledged-controller"
-	kubeFledgedJobSelector        = "app=kubefledged,kubefledged=kubefledged-image-manager"
-)
+// kube-fledged's labels on the Jobs its image manager creates (set by its
+// code, whatever installed it).
+const kubeFledgedJobSelector = "app=kubefledged,kubefledged=kubefledged-image-manager"
+
+// kubeFledgedControllerLabels reports whether a pod carries the labels of
+// kube-fledged's controller: its manifests' (app=kubefledged,
+// kubefledged=kubefledged-controller) or its Helm chart's
+// (app.kubernetes.io/name kubefledged or kube-fledged, the chart's name,
+// and an instance label ending in -controller).
+func kubeFledgedControllerLabels(l map[string]string) bool {
+	if l["app"] == "kubefledged" && l["kubefledged"] == "kubefledged-controller" {
+		return true
+	}
+	name := l["app.kubernetes.io/name"]
+	return (name == "kubefledged" || name == "kube-fledged") && strings.HasSuffix(l["app.kubernetes.io/instance"], "-controller")
+}
 
 // takeOverFromKubeFledged refuses to run beside a running kube-fledged
 // controller (both would act on every ImageCache) and removes the Jobs a
 // stopped one left behind, with their pods. Only kube-fledged's own
 // controller counts: a pod with its labels in Config.KubeFledgedNamespace
-// running under Config.KubeFledgedServiceAccount; look-alikes anyone may
-// create elsewhere change nothing, and Jobs are removed only there. ImageCaches need no migration:
+// running under one of Config.KubeFledgedServiceAccounts; look-alikes
+// anyone may create elsewhere change nothing, and Jobs are removed only
+// there. ImageCaches need no migration:
 // the CRD is the same and an ImageCache kube-fledged wrote is adopted with
 // a refresh (see nextAction).
 func (c *Controller) takeOverFromKubeFledged(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	kfNS := c.cfg.KubeFledgedNamespace
-	pods, err := c.cfg.Kube.CoreV1().Pods(kfNS).List(ctx, metav1.ListOptions{LabelSelector: kubeFledgedControllerSelector})
+	pods, err := c.cfg.Kube.CoreV1().Pods(kfNS).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("looking for a kube-fledged controller: %w", err)
 	}
 	for _, p := range pods.Items {
-		if p.Spec.ServiceAccountName != c.cfg.KubeFledgedServiceAccount {
+		if !kubeFledgedControllerLabels(p.Labels) || !slices.Contains(c.cfg.KubeFledgedServiceAccounts, p.Spec.ServiceAccountName) {
 			continue
 		}
 		if p.DeletionTimestamp == nil && (p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodPending) {

@@ -20,15 +20,20 @@ import (
 )
 
 // kubeFledgedPod creates a pod that looks like kube-fledged's controller
-// (its labels), running under service account sa in namespace ns, and
-// marks it Running.
+// (its manifests' labels), running under service account sa in namespace
+// ns, and marks it Running.
 func (e *env) kubeFledgedPod(ns, sa, name string) {
+	e.t.Helper()
+	e.kubeFledgedPodLabelled(ns, sa, name, map[string]string{"app": "kubefledged", "kubefledged": "kubefledged-controller"})
+}
+
+// kubeFledgedPodLabelled is kubeFledgedPod with the given labels.
+func (e *env) kubeFledgedPodLabelled(ns, sa, name string, labels map[string]string) {
 	e.t.Helper()
 	if _, err := apiservertest.Current().ServiceAccountConfig(e.ctx, ns, sa, ""); err != nil { // namespace and account
 		e.t.Fatal(err)
 	}
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
-		Labels: map[string]string{"app": "kubefledged", "kubefledged": "kubefledged-controller"}},
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
 		Spec: corev1.PodSpec{NodeName: "elsewhere", ServiceAccountName: sa,
 			Containers: []corev1.Container{{Name: "c", Image: "senthilrch/kubefledged-controller:v0.10.0"}}}}
 	p, err := e.admin.CoreV1().Pods(ns).Create(e.ctx, p, metav1.CreateOptions{})
@@ -64,6 +69,22 @@ func TestKubeFledgedLookAlikesChangeNothing(t *testing.T) {
 	e.startController(controller.Config{KubeFledgedNamespace: kfNS})
 	if err := <-e.done; !errors.Is(err, controller.ErrKubeFledgedRunning) {
 		t.Errorf("Run beside kube-fledged's controller: %v, want ErrKubeFledgedRunning", err)
+	}
+	e.stop = nil
+}
+
+// kube-fledged installed with its Helm chart, as its README says (`helm
+// install kube-fledged kubefledged-charts/kube-fledged`), labels its
+// controller's pods app.kubernetes.io/name=kube-fledged and runs them under
+// kube-fledged-controller: that stops ours too, with the default flags.
+func TestKubeFledgedHelmInstallStopsTheController(t *testing.T) {
+	e := newEnv(t)
+	kfNS := "kf-" + e.ns
+	e.kubeFledgedPodLabelled(kfNS, "kube-fledged-controller", "kube-fledged-controller-7d9f",
+		map[string]string{"app.kubernetes.io/name": "kube-fledged", "app.kubernetes.io/instance": "kube-fledged-controller"})
+	e.startController(controller.Config{KubeFledgedNamespace: kfNS})
+	if err := <-e.done; !errors.Is(err, controller.ErrKubeFledgedRunning) {
+		t.Errorf("Run beside kube-fledged's Helm-installed controller: %v, want ErrKubeFledgedRunning", err)
 	}
 	e.stop = nil
 }

@@ -128,8 +128,8 @@ Deploy it with deploy/cluster (see cluster/README.md in the repository).`,
 	f.IntVar(&cfg.MaxImageFsUsedPercent, "max-imagefs-used-percent", 85, "skip pulls on nodes whose image filesystem is fuller (100: never skip)")
 	f.StringVar(&cfg.KubeFledgedNamespace, "kube-fledged-namespace", "kube-fledged",
 		"namespace of kube-fledged's controller: the controller refuses to start while a kube-fledged controller pod runs there, and removes kube-fledged's leftover Jobs there only")
-	f.StringVar(&cfg.KubeFledgedServiceAccount, "kube-fledged-service-account", "kubefledged-controller",
-		"service account of kube-fledged's controller: only its pods in --kube-fledged-namespace count as kube-fledged running (kube-fledged's Helm chart names it <release fullname>-controller)")
+	f.StringSliceVar(&cfg.KubeFledgedServiceAccounts, "kube-fledged-service-account", controller.DefaultKubeFledgedServiceAccounts,
+		"service accounts of kube-fledged's controller (repeat or comma-separate): only its pods in --kube-fledged-namespace count as kube-fledged running; the defaults are its manifests' and its Helm chart's as installed in its README (a Helm install names it <release fullname>-controller)")
 	f.BoolVar(&leaderOn, "leader-elect", true, "elect one leader among replicas through a Lease")
 	f.StringVar(&ns, "leader-elect-namespace", envOr("POD_NAMESPACE", "pullrecords-system"), "namespace of the Lease")
 	f.StringVar(&id, "leader-elect-identity", os.Getenv("POD_NAME"), "this replica's identity (default: the host name)")
