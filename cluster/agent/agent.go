@@ -77,6 +77,9 @@ type Config struct {
 	// as imageFsTotalBytes (a host path mounted into the agent's pod);
 	// otherwise the mountpoint the runtime's ImageFsInfo reports.
 	ImageFsPath string
+	// Metrics, if set, counts the agent's work (NewMetrics; register it
+	// with a registry of your own). Nil counts nothing.
+	Metrics *Metrics
 	// Clock is the agent's clock (heartbeats, resync, retries); nil means
 	// the real clock.
 	Clock clock.WithTicker
@@ -93,7 +96,11 @@ type Agent struct {
 	resync  time.Duration
 	fsPath  string
 	clock   clock.WithTicker
+	metrics *Metrics
 	running atomic.Bool
+	// lastGood is the clock time (Unix ns) of the latest good round, or of
+	// Run's start before the first (health.go).
+	lastGood atomic.Int64
 
 	// State of the Run goroutine only.
 	removeErrors   map[string]string // purge image -> latest RemoveImage error
@@ -136,6 +143,7 @@ func New(cfg Config) (*Agent, error) {
 		resync:       cfg.ResyncInterval,
 		fsPath:       cfg.ImageFsPath,
 		clock:        cfg.Clock,
+		metrics:      cfg.Metrics,
 		removeErrors: map[string]string{},
 	}
 	if a.resync == 0 {
@@ -156,6 +164,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return ErrAlreadyRunning
 	}
 	defer a.running.Store(false)
+	a.markGood() // the grace of Healthy until the first round
 	logger := klog.FromContext(ctx).WithName("agent").WithValues("node", a.node)
 	ctx = klog.NewContext(ctx, logger)
 
@@ -206,6 +215,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		delay := a.resync
 		if ok {
 			a.retryDelay = 0
+			a.markGood()
 		} else {
 			a.retryDelay = min(max(2*a.retryDelay, minRetryDelay), maxRetryDelay, a.resync)
 			delay = a.retryDelay
@@ -246,6 +256,7 @@ func (a *Agent) round(ctx context.Context, store cache.Store) (ok bool) {
 	status, err := a.observe(ctx, &obj)
 	if err != nil {
 		logger.Error(err, "Container runtime unreachable; retrying")
+		a.metrics.failed(stageRuntime)
 		return false
 	}
 	// Unchanged: the object says it already, or the agent wrote it into
@@ -262,8 +273,10 @@ func (a *Agent) round(ctx context.Context, store cache.Store) (ok bool) {
 	write.Agent.HeartbeatTime = metav1.NewTime(now)
 	if err := a.apply(ctx, write); err != nil {
 		logger.Error(err, "Writing NodeImages status failed; retrying")
+		a.metrics.failed(stageWrite)
 		return false
 	}
+	a.metrics.reported(now)
 	a.lastWrite, a.lastReport, a.lastUID = now, status, obj.UID
 	wrote = true
 	logger.V(2).Info("Wrote NodeImages status", "generation", obj.Generation, "images", len(status.Images))

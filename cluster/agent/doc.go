@@ -72,6 +72,12 @@
 //   - The agent reads no Secrets and writes nothing on the node's
 //     filesystem; it only statfs's the image filesystem to learn its size.
 //   - Logging is klog contextual logging, from the logger in Run's context.
+//   - Healthy (for /healthz) is nil only while Run runs and a round has
+//     succeeded (written its report, or found nothing to write) within
+//     HealthRounds resync intervals by the agent's clock. Config.Metrics
+//     (optional) counts reports, failed rounds by stage and purge checks
+//     by outcome, and shows the last report's time; neither changes what
+//     the agent reports or removes.
 //
 // # Non-guarantees
 //

@@ -105,6 +105,7 @@ func (r *purgeRound) entry(ctx context.Context, i int, e api.NodeImage) (api.Ima
 			return p, err
 		}
 		q.Kept = keptNoRecord
+		a.metrics.purged(outcomeKept)
 		return q, nil
 	}
 	var removeErr string
@@ -121,6 +122,7 @@ func (r *purgeRound) entry(ctx context.Context, i int, e api.NodeImage) (api.Ima
 		}
 		if kept != "" {
 			logger.V(2).Info("Keeping purge image", "imageID", id, "why", kept)
+			a.metrics.purged(outcomeKept)
 			p.Present, p.ImageRef, p.Kept = true, nonEmptyFirst(p.ImageRef, id), nonEmptyFirst(p.Kept, kept)
 			continue
 		}
@@ -129,9 +131,11 @@ func (r *purgeRound) entry(ctx context.Context, i int, e api.NodeImage) (api.Ima
 				return p, err
 			}
 			logger.Error(err, "Removing image failed", "imageID", id)
+			a.metrics.purged(outcomeFailed)
 			removeErr = err.Error()
 		} else {
 			logger.Info("Removed image", "imageID", id)
+			a.metrics.purged(outcomeRemoved)
 		}
 		still, err := a.guard.Image(ctx, id)
 		if err != nil {

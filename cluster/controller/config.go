@@ -73,6 +73,10 @@ type Config struct {
 	KubeFledgedNamespace       string
 	KubeFledgedServiceAccounts []string
 
+	// Metrics, if set, counts the controller's work (NewMetrics; register
+	// it with a registry of your own). Nil counts nothing.
+	Metrics *Metrics
+
 	// Clock is for tests; default the real clock.
 	Clock clock.WithTicker
 }

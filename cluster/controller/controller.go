@@ -70,6 +70,8 @@ type Controller struct {
 	// gone holds the UIDs of caches seen deleted (UID -> namespace/name)
 	// until their pods are deleted: those pods stay the controller's.
 	gone map[types.UID]string
+
+	health health // for Healthy (health.go)
 }
 
 type resultKey struct{ cache, image string }
@@ -192,6 +194,13 @@ func New(cfg Config) (*Controller, error) {
 // replicas.
 func (c *Controller) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
+	c.health.running.Store(true)
+	c.cfg.Metrics.leading(true)
+	defer func() {
+		c.health.synced.Store(false)
+		c.health.running.Store(false)
+		c.cfg.Metrics.leading(false)
+	}()
 	if err := c.takeOverFromKubeFledged(ctx); err != nil {
 		return err
 	}
@@ -208,16 +217,17 @@ func (c *Controller) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 		return nil // stopped before it started: ctx is done
 	}
+	c.health.synced.Store(true)
 	logger.Info("Controller started", "cacheWorkers", c.cfg.CacheWorkers, "nodeWorkers", c.cfg.NodeWorkers)
 	var wg sync.WaitGroup
 	for i := 0; i < c.cfg.CacheWorkers; i++ {
 		wg.Go(func() {
-			wait.UntilWithContext(ctx, func(ctx context.Context) { c.work(ctx, c.cacheQueue, c.syncCache) }, time.Second)
+			wait.UntilWithContext(ctx, func(ctx context.Context) { c.work(ctx, queueImageCaches, c.cacheQueue, c.syncCache) }, time.Second)
 		})
 	}
 	for i := 0; i < c.cfg.NodeWorkers; i++ {
 		wg.Go(func() {
-			wait.UntilWithContext(ctx, func(ctx context.Context) { c.work(ctx, c.nodeQueue, c.syncNode) }, time.Second)
+			wait.UntilWithContext(ctx, func(ctx context.Context) { c.work(ctx, queueNodeImages, c.nodeQueue, c.syncNode) }, time.Second)
 		})
 	}
 	<-ctx.Done()
@@ -231,13 +241,14 @@ func (c *Controller) Run(ctx context.Context) error {
 // work processes queue items until the queue shuts down. A sync that fails
 // is retried with the queue's back-off; one that asks for a later look is
 // added again after that delay.
-func (c *Controller) work(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) (time.Duration, error)) {
+func (c *Controller) work(ctx context.Context, name string, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) (time.Duration, error)) {
 	for {
 		key, shutdown := q.Get()
 		if shutdown {
 			return
 		}
 		after, err := sync(ctx, key)
+		c.cfg.Metrics.synced(name, err)
 		switch {
 		case err != nil:
 			switch {

@@ -45,6 +45,12 @@
 //     released and the error returned.
 //   - The controller reads no Secret: it copies the cache's secret names
 //     into pods, and the kubelet reads them under the Node authorizer.
+//   - Healthy (for /healthz) is nil only while the loops are alive: under
+//     Run once the informers have synced; under RunWithLeaderElection
+//     while leading and synced, or as a standby that has seen who leads.
+//     Config.Metrics (optional) counts syncs, sync errors, pre-pull pods
+//     created and results by status, and shows is_leader; metrics and
+//     health never change a decision.
 //
 // Purges (a cache deleted, purged, or updated to drop an image) remove
 // only images the cache itself pulled:

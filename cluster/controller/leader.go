@@ -49,6 +49,12 @@ func (c *Controller) RunWithLeaderElection(ctx context.Context, le LeaderElectio
 		LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
 	}
 	logger := klog.FromContext(ctx).WithValues("lease", le.Namespace+"/"+le.Name, "identity", le.Identity)
+	c.health.electing.Store(true)
+	defer func() {
+		c.health.electing.Store(false)
+		c.health.leaderKnown.Store(false)
+		c.health.leading.Store(false)
+	}()
 	runErr := make(chan error, 1)
 	electCtx, stopElecting := context.WithCancel(ctx)
 	defer stopElecting()
@@ -62,7 +68,9 @@ func (c *Controller) RunWithLeaderElection(ctx context.Context, le LeaderElectio
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				logger.Info("Leading")
+				c.health.leading.Store(true)
 				err := c.Run(ctx)
+				c.health.leading.Store(false)
 				if err != nil && ctx.Err() == nil {
 					logger.Error(err, "Controller failed while leading; releasing the lease and exiting")
 				}
@@ -71,6 +79,7 @@ func (c *Controller) RunWithLeaderElection(ctx context.Context, le LeaderElectio
 			},
 			OnStoppedLeading: func() { logger.Info("No longer leading") },
 			OnNewLeader: func(id string) {
+				c.health.leaderKnown.Store(true)
 				if id != le.Identity {
 					logger.Info("Another replica leads", "leader", id)
 				}

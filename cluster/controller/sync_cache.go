@@ -397,8 +397,14 @@ func (c *Controller) addPending(node string, key resultKey, r api.NodeResult, po
 	if c.pending[node] == nil {
 		c.pending[node] = map[resultKey]pendingResult{}
 	}
+	prev, had := c.pending[node][key]
 	c.pending[node][key] = pendingResult{result: r, pod: pod}
 	c.mu.Unlock()
+	// One count per decision: a result already pending for this batch
+	// and status is not counted again.
+	if !had || prev.result.Batch != r.Batch || prev.result.Status != r.Status {
+		c.cfg.Metrics.resultDecided(r.Status)
+	}
 	// A little later: the node's other results of this round join the write.
 	c.nodeQueue.AddAfter(node, resultWriteDelay)
 }
@@ -568,6 +574,7 @@ func (c *Controller) createPod(ctx context.Context, pod *corev1.Pod) error {
 	c.mu.Lock()
 	c.created[pod.Namespace+"/"+pod.Name] = createdPod{node: pod.Spec.NodeName, at: c.cfg.Clock.Now()}
 	c.mu.Unlock()
+	c.cfg.Metrics.podCreated()
 	klog.FromContext(ctx).V(2).Info("Created pre-pull pod", "pod", klog.KObj(pod), "node", pod.Spec.NodeName, "image", pod.Annotations[imageAnno])
 	return nil
 }

@@ -66,6 +66,7 @@ func newControllerCmd(g *globalOptions) *cobra.Command {
 		cfg      controller.Config
 		ns, id   string
 		leaderOn bool
+		opsAddr  string
 	)
 	cmd := &cobra.Command{
 		Use:   "controller",
@@ -97,12 +98,19 @@ Deploy it with deploy/cluster (see cluster/README.md in the repository).`,
 			if cfg.Dynamic, err = dynamic.NewForConfig(rc); err != nil {
 				return err
 			}
+			metrics := controller.NewMetrics()
+			cfg.Metrics = metrics
 			c, err := controller.New(cfg)
 			if err != nil {
 				return fmt.Errorf("%w: %v", errUsage, err)
 			}
 			ctx, cancel := signalContext()
 			defer cancel()
+			stopOps, _, err := startOps(ctx, opsAddr, c.Healthy, metrics.Register)
+			if err != nil {
+				return err
+			}
+			defer stopOps()
 			if !leaderOn {
 				return c.Run(ctx)
 			}
@@ -133,6 +141,7 @@ Deploy it with deploy/cluster (see cluster/README.md in the repository).`,
 	f.BoolVar(&leaderOn, "leader-elect", true, "elect one leader among replicas through a Lease")
 	f.StringVar(&ns, "leader-elect-namespace", envOr("POD_NAMESPACE", "pullrecords-system"), "namespace of the Lease")
 	f.StringVar(&id, "leader-elect-identity", os.Getenv("POD_NAME"), "this replica's identity (default: the host name)")
+	f.StringVar(&opsAddr, "ops-address", "", opsAddressUsage)
 	return cmd
 }
 
@@ -141,6 +150,7 @@ func newAgentCmd(g *globalOptions) *cobra.Command {
 		client   clusterClientOptions
 		cfg      agent.Config
 		endpoint string
+		opsAddr  string
 	)
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -178,10 +188,17 @@ image filesystem use on that object. It reads no Secrets and writes nothing on t
 			}
 			defer conn.Close()
 			cfg.Guard = guard
+			metrics := agent.NewMetrics()
+			cfg.Metrics = metrics
 			a, err := agent.New(cfg)
 			if err != nil {
 				return fmt.Errorf("%w: %v", errUsage, err)
 			}
+			stopOps, _, err := startOps(ctx, opsAddr, a.Healthy, metrics.Register)
+			if err != nil {
+				return err
+			}
+			defer stopOps()
 			err = a.Run(ctx)
 			if ctx.Err() != nil {
 				return nil
@@ -192,9 +209,10 @@ image filesystem use on that object. It reads no Secrets and writes nothing on t
 	client.addFlags(cmd)
 	f := cmd.Flags()
 	f.StringVar(&cfg.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (env NODE_NAME)")
-	f.StringVar(&endpoint, "runtime-endpoint", "unix:///run/containerd/containerd.sock", "the CRI endpoint")
+	f.StringVar(&endpoint, "runtime-endpoint", "unix:///run/containerd/containerd.sock", "the CRI endpoint (CRI-O: unix:///var/run/crio/crio.sock)")
 	f.DurationVar(&cfg.ResyncInterval, "resync-interval", time.Minute, "heartbeat and full re-check period")
 	f.StringVar(&cfg.ImageFsPath, "imagefs-path", "", "a path on the image filesystem to measure its size (default: the mount point the runtime reports)")
+	f.StringVar(&opsAddr, "ops-address", "", opsAddressUsage)
 	return cmd
 }
 
