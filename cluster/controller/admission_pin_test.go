@@ -185,6 +185,10 @@ func TestAdmissionPinsPrepullPods(t *testing.T) {
 			app(p).Resources.Limits["example.com/gpu"] = resource.MustParse("1")
 			app(p).Resources.Requests["example.com/gpu"] = resource.MustParse("1")
 		}, denyLimits},
+		{"LimitRange's ephemeral-storage default", func(p *corev1.Pod) {
+			app(p).Resources.Limits[corev1.ResourceEphemeralStorage] = resource.MustParse("1Gi")
+			app(p).Resources.Requests[corev1.ResourceEphemeralStorage] = resource.MustParse("1Gi")
+		}, ""},
 		{"restart always", func(p *corev1.Pod) { p.Spec.RestartPolicy = corev1.RestartPolicyAlways }, denyPodMisc},
 		{"runtime class", func(p *corev1.Pod) { p.Spec.RuntimeClassName = ptr.To(rc.Name) }, denyPodMisc},
 	}
