@@ -29,7 +29,8 @@
 //     QuotaRefused, AdmissionPolicyDenied, AdmissionWebhookDenied,
 //     PodRefused) and the API server's message, with one Warning event
 //     per action and reason on the cache (refused.go); conflicts,
-//     throttling, timeouts and server errors are retried.
+//     throttling, timeouts, server errors, and a quota exceeded while the
+//     controller's own pre-pull pods there still run, are retried.
 //   - Pre-pull pods meet Pod Security "restricted" and carry CPU and
 //     memory requests and limits, so a namespace enforcing restricted or
 //     a requests/limits quota admits them; the shipped admission policy

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
 
 	"github.com/pullrecords/pullrecords/cluster/api"
@@ -25,7 +26,9 @@ import (
 // names the rule and whose message is the API server's, and the cache gets
 // one Warning event per action and reason. Everything else (conflicts,
 // throttling, timeouts, server errors, a quota whose usage is not yet
-// known, a namespace being deleted) is transient and retried as before.
+// known, a namespace being deleted, and a quota exceeded while the
+// controller's own pods there still run) is transient and retried as
+// before.
 
 // Reasons of a refused pre-pull pod's result and of its Warning event.
 const (
@@ -48,6 +51,9 @@ const (
 type refusal struct {
 	reason  string
 	message string // the API server's own message
+	// exceeded: a quota's usage is at its limit (not a resource the quota
+	// requires and the pod lacks), which pods finishing may free.
+	exceeded bool
 }
 
 // podRefusal classifies a pod creation's error: ok is true when the API
@@ -81,7 +87,9 @@ func podRefusal(err error) (r refusal, ok bool) {
 		r.reason = ReasonAdmissionWebhookDenied
 	case strings.Contains(msg, "violates PodSecurity"):
 		r.reason = ReasonPodSecurityRefused
-	case strings.Contains(msg, "exceeded quota") || strings.Contains(msg, "failed quota") ||
+	case strings.Contains(msg, "exceeded quota"):
+		r.reason, r.exceeded = ReasonQuotaRefused, true
+	case strings.Contains(msg, "failed quota") ||
 		strings.Contains(msg, "insufficient quota"):
 		r.reason = ReasonQuotaRefused
 	default:
@@ -130,6 +138,53 @@ func (e *refusedEvents) forget(key string) {
 	e.mu.Lock()
 	delete(e.sent, key)
 	e.mu.Unlock()
+}
+
+// refusedPod is a planned pod the API server refused.
+type refusedPod struct {
+	planned plannedPod
+	refusal refusal
+	err     error
+}
+
+// settleRefused ends the requests of a round's refused pods, once every
+// pod of the round was attempted. A quota exceeded while the controller's
+// own pre-pull pods still run in the namespace is not the namespace's
+// final answer: those pods, finishing, free it (the controller's own
+// limits, not the quota, should bound them). Those requests are retried:
+// the first such error is returned, the others wait with it.
+func (c *Controller) settleRefused(ctx context.Context, ic *api.ImageCache, refused []refusedPod) error {
+	var retry error
+	for _, r := range refused {
+		if r.refusal.exceeded && c.ownPodsPulling(ic.Namespace) {
+			if retry == nil {
+				retry = r.err
+			}
+			continue
+		}
+		c.podRefused(ctx, ic, r.planned.req, r.refusal)
+	}
+	return retry
+}
+
+// ownPodsPulling reports whether any of the controller's pre-pull pods in
+// namespace ns still counts against its quota: one the informer shows
+// pulling, or one just created that it does not show yet.
+func (c *Controller) ownPodsPulling(ns string) bool {
+	pods, _ := c.pods.Pods(ns).List(labels.SelectorFromSet(labels.Set{managedByLabel: managedByValue}))
+	for _, p := range pods {
+		if pulling(p) && c.owns(p) {
+			return true
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name := range c.created {
+		if strings.HasPrefix(name, ns+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // podRefused ends req as failed with the refusal, and sends the cache's

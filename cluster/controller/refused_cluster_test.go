@@ -162,3 +162,35 @@ func TestPolicyDenialFailsTheCache(t *testing.T) {
 	})
 	e.refusedCache("AdmissionPolicyDenied", "no pre-pull pods in this namespace")
 }
+
+// A quota at its limit only because of the controller's own pods still
+// pulling there is not a refusal: the request waits and is created once
+// they finish, and the cache succeeds. (The quota controller does not run
+// here; the test frees the quota's usage as it would.)
+func TestQuotaFullOfOwnPodsWaits(t *testing.T) {
+	e := newEnv(t)
+	node := e.addNode("n", true)
+	e.quota(corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")})
+	e.kubelet.Pause(node)
+	e.startController(controller.Config{MaxInFlightPerNode: 2})
+	e.twoByTwo("web")
+	// Both pods are created in one round: one is admitted, the quota
+	// refuses the other while the first one pulls.
+	e.waitFor("one pre-pull pod admitted", func() bool { return len(e.managedPods()) == 1 })
+	q, err := e.admin.CoreV1().ResourceQuotas(e.ns).Get(e.ctx, "pin-quota", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ic := e.cache("web"); ic.Status.Failures != nil {
+		t.Fatalf("failures %+v while the controller's own pod holds the quota", ic.Status.Failures)
+	}
+	q.Status.Used = corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}
+	if _, err := e.admin.CoreV1().ResourceQuotas(e.ns).UpdateStatus(e.ctx, q, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.kubelet.Resume(node)
+	ic := e.waitDone("web", api.ReasonImageCacheCreate)
+	if ic.Status.Status != api.ActionStatusSucceeded || ic.Status.Counts == nil || ic.Status.Counts.Succeeded != 2 {
+		t.Fatalf("status %q counts %+v failures %+v, want both pulled", ic.Status.Status, ic.Status.Counts, ic.Status.Failures)
+	}
+}

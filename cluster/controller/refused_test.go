@@ -61,6 +61,16 @@ func TestPodRefusal(t *testing.T) {
 			t.Errorf("%s: got %+v, %v; want reason %s", tc.name, r, ok, tc.reason)
 		}
 	}
+	// Only a quota at its limit may be freed by pods finishing.
+	for msg, want := range map[string]bool{
+		"exceeded quota: q, requested: pods=1, used: pods=1, limited: pods=1": true,
+		"failed quota: q: must specify limits.cpu for: prepull":               false,
+		"violates PodSecurity \"restricted:latest\": exceeded quota":          false,
+	} {
+		if r, _ := podRefusal(forbidden(msg)); r.exceeded != want {
+			t.Errorf("%q: exceeded = %v, want %v", msg, r.exceeded, want)
+		}
+	}
 	// The message is the API server's, whole, wrapped or not.
 	wrapped := fmt.Errorf("creating pre-pull pod: %w", forbidden("exceeded quota: q"))
 	if r, _ := podRefusal(wrapped); r.message != `pods "p" is forbidden: exceeded quota: q` {

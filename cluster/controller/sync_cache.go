@@ -316,18 +316,21 @@ const createParallelism = 16
 // good is not an error: its request fails with the refusal (refused.go).
 func (c *Controller) createPods(ctx context.Context, ic *api.ImageCache, pods []plannedPod) error {
 	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-		slots = make(chan struct{}, createParallelism)
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		first   error
+		refused []refusedPod
+		slots   = make(chan struct{}, createParallelism)
 	)
 	for _, p := range pods {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
 			err := c.createPod(ctx, p.pod)
-			if r, refused := podRefusal(err); refused {
-				c.podRefused(ctx, ic, p.req, r)
+			if r, ok := podRefusal(err); ok {
+				mu.Lock()
+				refused = append(refused, refusedPod{planned: p, refusal: r, err: err})
+				mu.Unlock()
 				return
 			}
 			if err != nil {
@@ -340,6 +343,9 @@ func (c *Controller) createPods(ctx context.Context, ic *api.ImageCache, pods []
 		})
 	}
 	wg.Wait()
+	if err := c.settleRefused(ctx, ic, refused); first == nil {
+		first = err
+	}
 	return first
 }
 
