@@ -70,6 +70,8 @@ type Controller struct {
 	// gone holds the UIDs of caches seen deleted (UID -> namespace/name)
 	// until their pods are deleted: those pods stay the controller's.
 	gone map[types.UID]string
+	// refused remembers the Warning events sent for refused pre-pull pods.
+	refused refusedEvents
 
 	health health // for Healthy (health.go)
 }

@@ -22,7 +22,20 @@
 // Guarantees:
 //   - Every request of an action gets a result: a pod the node never
 //     answers fails at PullDeadline with what it last said; dispatch
-//     errors are retried with back-off, never dropped.
+//     errors are retried with back-off, never dropped. A pod the API
+//     server refuses for good (403, 400 or 422: Pod Security, a
+//     ResourceQuota, an admission policy or webhook, authorization) fails
+//     its request with a reason naming the rule (PodSecurityRefused,
+//     QuotaRefused, AdmissionPolicyDenied, AdmissionWebhookDenied,
+//     PodRefused) and the API server's message, with one Warning event
+//     per action and reason on the cache (refused.go); conflicts,
+//     throttling, timeouts, server errors, and a quota exceeded while the
+//     controller's own pre-pull pods there still run, are retried.
+//   - Pre-pull pods meet Pod Security "restricted" and carry CPU and
+//     memory requests and limits, so a namespace enforcing restricted or
+//     a requests/limits quota admits them; the shipped admission policy
+//     admits from the controller's service account only that exact pod
+//     shape, and only deletes of its own pods.
 //   - No state lives only in memory: the action (its reason, batch and
 //     generation) is in the ImageCache's status, pods have deterministic
 //     names, and a pod is deleted only after its result is written, so a

@@ -53,6 +53,9 @@ func install(t testing.TB) {
 			repoFile("deploy", "cluster", "rbac.yaml"),
 			repoFile("deploy", "cluster", "admission.yaml"))
 		if err == nil {
+			err = setNoopImage(ctx, testNoopImage)
+		}
+		if err == nil {
 			err = waitForPolicies(ctx)
 		}
 	})
@@ -150,7 +153,7 @@ func (e *env) startController(cfg controller.Config) {
 	cfg.Kube = kubernetes.NewForConfigOrDie(controller.Protobuf(e.ctlCfg))
 	cfg.Dynamic = dynamic.NewForConfigOrDie(e.ctlCfg)
 	if cfg.NoopImage == "" {
-		cfg.NoopImage = "registry.test/pullrecords:test"
+		cfg.NoopImage = testNoopImage
 	}
 	if cfg.RefreshInterval == 0 {
 		cfg.RefreshInterval = -1
@@ -327,6 +330,21 @@ func (e *env) managedPods() []corev1.Pod {
 		e.t.Fatal(err)
 	}
 	return pods.Items
+}
+
+// testNoopImage is the no-op image of the tests' controllers; install
+// writes it into admission's parameter, as an admin deploying the
+// controller does with its --noop-image.
+const testNoopImage = "registry.test/pullrecords:test"
+
+// setNoopImage sets data.noopImage of the ConfigMap admission.yaml's
+// pre-pull policy reads.
+func setNoopImage(ctx context.Context, image string) error {
+	kube := kubernetes.NewForConfigOrDie(apiservertest.Current().Admin)
+	patch := fmt.Sprintf(`{"data":{"noopImage":%q}}`, image)
+	_, err := kube.CoreV1().ConfigMaps("pullrecords-system").Patch(ctx, "pullrecords-prepull", "application/merge-patch+json",
+		[]byte(patch), metav1.PatchOptions{})
+	return err
 }
 
 // waitForPolicies waits until the API server enforces the admission

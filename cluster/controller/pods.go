@@ -31,6 +31,17 @@ const (
 	noopPath         = noopDir + "/noop"
 )
 
+// Resources of each container of a pre-pull pod. Both requests and limits
+// are set so that a namespace whose ResourceQuota covers requests.* or
+// limits.* admits the pod; admission.yaml refuses a pre-pull pod whose
+// limits exceed 100m CPU or 64Mi memory, so keep these below that.
+const (
+	prepullCPURequest    = "1m"
+	prepullCPULimit      = "50m"
+	prepullMemoryRequest = "4Mi"
+	prepullMemoryLimit   = "32Mi"
+)
+
 // podName is the pre-pull pod's name for one (cache, batch, node, image):
 // deterministic, so that creating it twice (a retry, a restarted
 // controller) finds the first one instead of pulling twice.
@@ -50,6 +61,12 @@ func podName(ic *api.ImageCache, batch, node, image string) string {
 // the secret may later use the image. The image needs no shell or binary:
 // an init container copies a static no-op program from the controller's own
 // image into an emptyDir, and the pre-pull container runs it.
+//
+// The pod meets Pod Security "restricted" (v1.37): non-root 65534, seccomp
+// RuntimeDefault, no privilege escalation, every capability dropped, only
+// an emptyDir volume; each container has CPU and memory requests and
+// limits. It is exactly the shape policy 2 of deploy/cluster/admission.yaml
+// admits from the controller's service account: change both together.
 func (c *Controller) prepullPod(ic *api.ImageCache, req imagecache.ImageWorkRequest) *corev1.Pod {
 	policy := corev1.PullIfNotPresent
 	if alwaysPull(req.Image) {
@@ -57,8 +74,8 @@ func (c *Controller) prepullPod(ic *api.ImageCache, req imagecache.ImageWorkRequ
 	}
 	mount := []corev1.VolumeMount{{Name: "noop", MountPath: noopDir}}
 	small := corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1m"), corev1.ResourceMemory: resource.MustParse("4Mi")},
-		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("32Mi")},
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(prepullCPURequest), corev1.ResourceMemory: resource.MustParse(prepullMemoryRequest)},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(prepullCPULimit), corev1.ResourceMemory: resource.MustParse(prepullMemoryLimit)},
 	}
 	hardened := &corev1.SecurityContext{
 		AllowPrivilegeEscalation: ptr.To(false),
@@ -96,6 +113,9 @@ func (c *Controller) prepullPod(ic *api.ImageCache, req imagecache.ImageWorkRequ
 				RunAsUser:    ptr.To[int64](65534),
 				RunAsGroup:   ptr.To[int64](65534),
 				RunAsNonRoot: ptr.To(true),
+				// Pod Security "restricted" asks for it, and admission.yaml
+				// pins it: the kubelet's pull is all this pod does.
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
 			Volumes: []corev1.Volume{{Name: "noop", VolumeSource: corev1.VolumeSource{
 				EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("32Mi"))},

@@ -57,6 +57,7 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 		c.mu.Lock()
 		delete(c.statusWritten, key)
 		c.mu.Unlock()
+		c.refused.forget(key)
 		if err := c.deletePods(ctx, key, func(*corev1.Pod) bool { return true }); err != nil {
 			return 0, err
 		}
@@ -123,7 +124,7 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 			later = wait.after
 		}
 	}
-	if err := c.createPods(ctx, budget.create); err != nil {
+	if err := c.createPods(ctx, &ic, budget.create); err != nil {
 		return 0, err
 	}
 	// The action is over once every result is written to its node's
@@ -304,7 +305,7 @@ func (c *Controller) decide(ctx context.Context, ic *api.ImageCache, req imageca
 		// succeeds, this cache pulled it (notePull), and may purge it.
 		c.addRecord(req.Node, req.Image, api.PullRecord{Cache: key.cache, CacheUID: string(ic.UID), Batch: ic.Status.Batch})
 	}
-	budget.create = append(budget.create, c.prepullPod(ic, req))
+	budget.create = append(budget.create, plannedPod{pod: c.prepullPod(ic, req), req: req})
 	return nil, inFlightWait, nil
 }
 
@@ -315,19 +316,28 @@ const createParallelism = 16
 
 // createPods creates the pods a sync decided on, createParallelism at a
 // time, and returns the first error (the others are attempted anyway; the
-// retry finds those that exist by name).
-func (c *Controller) createPods(ctx context.Context, pods []*corev1.Pod) error {
+// retry finds those that exist by name). A pod the API server refuses for
+// good is not an error: its request fails with the refusal (refused.go).
+func (c *Controller) createPods(ctx context.Context, ic *api.ImageCache, pods []plannedPod) error {
 	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-		slots = make(chan struct{}, createParallelism)
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		first   error
+		refused []refusedPod
+		slots   = make(chan struct{}, createParallelism)
 	)
 	for _, p := range pods {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			if err := c.createPod(ctx, p); err != nil {
+			err := c.createPod(ctx, p.pod)
+			if r, ok := podRefusal(err); ok {
+				mu.Lock()
+				refused = append(refused, refusedPod{planned: p, refusal: r, err: err})
+				mu.Unlock()
+				return
+			}
+			if err != nil {
 				mu.Lock()
 				if first == nil {
 					first = err
@@ -337,6 +347,9 @@ func (c *Controller) createPods(ctx context.Context, pods []*corev1.Pod) error {
 		})
 	}
 	wg.Wait()
+	if err := c.settleRefused(ctx, ic, refused); first == nil {
+		first = err
+	}
 	return first
 }
 
@@ -475,7 +488,7 @@ type nodeState struct {
 // (not yet in the informer).
 type budget struct {
 	c       *Controller
-	create  []*corev1.Pod // pods to create at the end of the sync
+	create  []plannedPod // pods to create at the end of the sync
 	total   int
 	perNode map[string]int
 	counted map[string]bool // perNode includes the informer's pods
@@ -499,6 +512,12 @@ func (c *Controller) newBudget(now time.Time) *budget {
 		b.perNode[p.node]++
 	}
 	return b
+}
+
+// plannedPod is a pod to create and the request it serves.
+type plannedPod struct {
+	pod *corev1.Pod
+	req imagecache.ImageWorkRequest
 }
 
 // pulling reports whether a pre-pull pod still counts against the limits:

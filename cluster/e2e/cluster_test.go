@@ -344,6 +344,12 @@ func setUp(t *testing.T, ctx context.Context) *cluster {
 	}
 	push("pause", c.open, "e2e/pause:v1", withTag("pause"), []string{"/pause"}, nil)
 	push("noop", c.open, "pullrecords/pullrecords:e2e", map[string]nodetest.File{"pullrecords-noop": {Data: noop, Mode: 0o755}}, []string{"/pullrecords-noop"}, nil)
+	// Admission admits only pre-pull pods whose init container runs this image.
+	noopParam := fmt.Sprintf(`{"data":{"noopImage":%q}}`, c.images["noop"])
+	if _, err := c.admin.CoreV1().ConfigMaps("pullrecords-system").Patch(ctx, "pullrecords-prepull", "application/merge-patch+json",
+		[]byte(noopParam), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	push("web", c.open, "public/web:1", withTag("web"), []string{"/pause"}, nil)
 	push("late", c.open, "public/late:1", withTag("late"), []string{"/pause"}, nil)
 	push("stable", c.open, "public/s:stable", withTag("s"), []string{"/pause"}, nil)
