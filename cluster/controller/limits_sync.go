@@ -110,3 +110,14 @@ func refusedResults(reqs []imagecache.ImageWorkRequest, now time.Time) []imageca
 	}
 	return out
 }
+
+// alwaysPull is alwaysPull, parsed once per image in a sync rather than
+// once per (node, image): the parse was most of a large sync's garbage.
+func (b *budget) alwaysPull(image string) bool {
+	v, ok := b.always[image]
+	if !ok {
+		v = alwaysPull(image)
+		b.always[image] = v
+	}
+	return v
+}

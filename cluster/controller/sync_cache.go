@@ -310,7 +310,7 @@ func (c *Controller) decide(ctx context.Context, ic *api.ImageCache, req imageca
 	// an image on the node says nothing about them: the pod goes to the
 	// kubelet, which pulls unless its records show the secret verified, and
 	// records it (KEP-2535), so the cache's pods may then use the image.
-	if !alwaysPull(req.Image) && len(ic.Spec.ImagePullSecrets) == 0 {
+	if !budget.alwaysPull(req.Image) && len(ic.Spec.ImagePullSecrets) == 0 {
 		if agent.alive && agent.present(req.Image) {
 			return result(imagecache.StatusAlreadyPulled, "", "present in the runtime (agent)", "")
 		}
@@ -495,10 +495,11 @@ type budget struct {
 	total   int
 	perNode map[string]int
 	counted map[string]bool // perNode includes the informer's pods
+	always  map[string]bool // alwaysPull of each image seen this sync
 }
 
 func (c *Controller) newBudget(now time.Time) *budget {
-	b := &budget{c: c, perNode: map[string]int{}, counted: map[string]bool{}}
+	b := &budget{c: c, perNode: map[string]int{}, counted: map[string]bool{}, always: map[string]bool{}}
 	for _, o := range c.podIndex.List() {
 		if p := o.(*corev1.Pod); pulling(p) && c.owns(p) {
 			b.total++
