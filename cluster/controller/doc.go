@@ -82,7 +82,9 @@
 //   - An ImageCache listing more than Config.MaxImagesPerCache distinct
 //     images (default 1000; --max-images-per-cache) is refused at once:
 //     status Failed, reason CacheTooLarge, a message naming the limit; no
-//     request is built and nothing of it is written to any node.
+//     request is built and nothing of it is written to any node. It is
+//     looked at again when its spec changes or a refresh is asked, not
+//     periodically.
 //   - A node's NodeImages holds at most Config.MaxCacheImagesPerNode
 //     (cache, image) entries (default 360; --max-cache-images-per-node),
 //     which keeps the object under 800 KiB, well under the API server's

@@ -13,8 +13,9 @@ import (
 
 // refuseTooLarge ends the cache's action at once, Failed with reason
 // CacheTooLarge: no request is built, no pod created, nothing written to a
-// node. The cache is looked at again when its spec changes (no periodic
-// refresh, see refreshDue).
+// node. The cache is looked at again when its spec changes or a refresh
+// is asked (the refresh annotation), not periodically (see refreshDue), so
+// a raised limit applies to it at its next update or asked refresh.
 func (c *Controller) refuseTooLarge(ctx context.Context, ic *api.ImageCache, images int, now time.Time) error {
 	st := ic.Status
 	st.Status = api.ActionStatusFailed
