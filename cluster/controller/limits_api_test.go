@@ -279,3 +279,31 @@ func (tn *tenant) refresh(name string) {
 		tn.e.t.Fatal(err)
 	}
 }
+
+// A tenant updating its cache again and again to new images does not pile
+// up results on the node: only the images the cache lists keep theirs.
+func TestTenantUpdatesDoNotPileUpResults(t *testing.T) {
+	e := newEnv(t)
+	n := e.addNode("n", true)
+	e.startController(controller.Config{MaxInFlightPerNode: 10})
+	a := e.tenant("a")
+	for round := 0; round < 4; round++ {
+		a.applyCache("churn", false, imageList(fmt.Sprintf("churn%d", round), 5)...)
+		reason := api.ReasonImageCacheCreate
+		if round > 0 {
+			reason = api.ReasonImageCacheUpdate
+		}
+		if ic := a.waitDone("churn", reason); ic.Status.Status != api.ActionStatusSucceeded {
+			t.Fatalf("round %d: %+v", round, ic.Status)
+		}
+	}
+	e.waitFor("only the current images' results on the node", func() bool {
+		_, r := entries(e.nodeImages(n))
+		return r == 5
+	})
+	for _, r := range e.nodeImages(n).Status.Results {
+		if !strings.Contains(r.Image, "/churn3-") {
+			t.Errorf("result of a dropped image kept: %+v", r)
+		}
+	}
+}

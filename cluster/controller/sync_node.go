@@ -87,7 +87,26 @@ func (c *Controller) syncNode(ctx context.Context, name string) (time.Duration, 
 		written[k] = v
 	}
 	c.mu.Unlock()
-	results := mergeResults(ni, written, caches, held)
+	// A result stays while its cache is held here and still lists its
+	// image for this node: results of images an update dropped would
+	// otherwise pile up with every update, past the node's bound.
+	listed := map[string]map[string]bool{}
+	keep := func(ic *api.ImageCache, image string) bool {
+		if !held(ic) {
+			return false
+		}
+		key := cacheKey(ic)
+		set, ok := listed[key]
+		if !ok {
+			set = map[string]bool{}
+			for _, img := range imagesFor(ic, node) {
+				set[img] = true
+			}
+			listed[key] = set
+		}
+		return set[image]
+	}
+	results := mergeResults(ni, written, caches, keep)
 	var current []api.NodeResult
 	if ni != nil {
 		current = ni.Status.Results
@@ -275,8 +294,9 @@ func normalizeSpec(s api.NodeImagesSpec) api.NodeImagesSpec {
 
 // mergeResults is the node's result list after this write: the written
 // results of existing caches (same UID) the node holds, updated with the
-// pending ones. A cache refused on the node (held false) has none there.
-func mergeResults(ni *api.NodeImages, pend map[resultKey]pendingResult, caches map[string]*api.ImageCache, held func(*api.ImageCache) bool) []api.NodeResult {
+// pending ones, each kept only if keep says so (a cache refused on the
+// node, or an image its cache no longer lists there, has none).
+func mergeResults(ni *api.NodeImages, pend map[resultKey]pendingResult, caches map[string]*api.ImageCache, keep func(*api.ImageCache, string) bool) []api.NodeResult {
 	by := map[resultKey]api.NodeResult{}
 	if ni != nil {
 		for _, r := range ni.Status.Results {
@@ -289,7 +309,7 @@ func mergeResults(ni *api.NodeImages, pend map[resultKey]pendingResult, caches m
 	out := make([]api.NodeResult, 0, len(by))
 	for _, r := range by {
 		ic, ok := caches[r.Cache]
-		if !ok || string(ic.UID) != r.CacheUID || !held(ic) {
+		if !ok || string(ic.UID) != r.CacheUID || !keep(ic, r.Image) {
 			continue
 		}
 		out = append(out, r)
