@@ -222,29 +222,73 @@ func (r refusal) summary(nodes int) string {
 // nodeDemands returns the demand on node of every cache with an action (a
 // batch) within maxPerCache: the images it lists for the node (imagesFor),
 // which its spec entries or, for a purge, its results there would hold. A
-// purged cache counts too: its purge results take the same room.
-func nodeDemands(caches []*api.ImageCache, node *corev1.Node, maxPerCache int) []demand {
+// purged cache counts too: its purge results take the same room. memo
+// carries what is the same on every node from one call to the next.
+func nodeDemands(caches []*api.ImageCache, node *corev1.Node, maxPerCache int, memo *demandMemo) []demand {
 	var ds []demand
 	for _, ic := range caches {
-		if ic.Status.Batch == "" || distinctImages(ic) > maxPerCache {
+		if ic.Status.Batch == "" || memo.distinct(ic) > maxPerCache {
 			continue
 		}
-		key := cacheKey(ic)
-		w := 0
-		for _, img := range imagesFor(ic, node) {
-			w += pairWeight(img, key)
+		if w := memo.weight(ic, node); w > 0 {
+			ds = append(ds, demand{key: cacheKey(ic), namespace: ic.Namespace, name: ic.Name, created: ic.CreationTimestamp.Time, weight: w})
 		}
-		if w == 0 {
-			continue
-		}
-		ds = append(ds, demand{key: key, namespace: ic.Namespace, name: ic.Name, created: ic.CreationTimestamp.Time, weight: w})
 	}
 	return ds
 }
 
+// demandMemo remembers, for the caches of one sync, their distinct image
+// counts and their weights by the set of cacheSpec entries that select a
+// node: every node alike costs the selectors only, not the images.
+type demandMemo struct {
+	counts  map[string]int
+	weights map[string]int
+}
+
+func newDemandMemo() *demandMemo {
+	return &demandMemo{counts: map[string]int{}, weights: map[string]int{}}
+}
+
+func (m *demandMemo) distinct(ic *api.ImageCache) int {
+	key := cacheKey(ic)
+	n, ok := m.counts[key]
+	if !ok {
+		n = distinctImages(ic)
+		m.counts[key] = n
+	}
+	return n
+}
+
+// weight is the cache's demand on node, in entries (pairWeight of each
+// image imagesFor gives).
+func (m *demandMemo) weight(ic *api.ImageCache, node *corev1.Node) int {
+	key := []byte(cacheKey(ic))
+	key = append(key, 0)
+	matched := false
+	for _, entry := range ic.Spec.CacheSpec {
+		bit := byte('0')
+		if selectorMatches(entry.NodeSelector, node) {
+			bit, matched = '1', true
+		}
+		key = append(key, bit)
+	}
+	if !matched {
+		return 0
+	}
+	if w, ok := m.weights[string(key)]; ok {
+		return w
+	}
+	w := 0
+	for _, img := range imagesFor(ic, node) {
+		w += pairWeight(img, cacheKey(ic))
+	}
+	m.weights[string(key)] = w
+	return w
+}
+
 // nodeAdmission decides the caches admitted on node (see admit).
-func nodeAdmission(caches []*api.ImageCache, node *corev1.Node, maxPerCache, bound int) admission {
-	return admit(nodeDemands(caches, node, maxPerCache), bound)
+func nodeAdmission(caches []*api.ImageCache, node *corev1.Node, maxPerCache, bound int, memo *demandMemo) admission {
+	return admit(nodeDemands(caches, node, maxPerCache, memo), bound)
 }
 
 // ok reports whether the cache key is admitted; a cache with no demand on

@@ -54,8 +54,9 @@ func (c *Controller) admittedOn(ic *api.ImageCache) (func(*corev1.Node) (refusal
 		return func(*corev1.Node) (refusal, bool) { return refusal{}, false }, nil
 	}
 	key := cacheKey(ic)
+	memo := newDemandMemo()
 	return func(n *corev1.Node) (refusal, bool) {
-		r, refused := nodeAdmission(caches, n, c.cfg.MaxImagesPerCache, c.cfg.MaxCacheImagesPerNode).refused[key]
+		r, refused := nodeAdmission(caches, n, c.cfg.MaxImagesPerCache, c.cfg.MaxCacheImagesPerNode, memo).refused[key]
 		return r, refused
 	}, nil
 }

@@ -179,11 +179,24 @@ func TestNodeDemands(t *testing.T) {
 	purging.Status.Reason = api.ReasonImageCachePurge
 	caches = append(caches, purging)
 	got := map[string]int{}
-	for _, d := range nodeDemands(caches, node, 12) {
+	memo := newDemandMemo()
+	for _, d := range nodeDemands(caches, node, 12, memo) {
 		got[d.key] = d.weight
 	}
 	if fmt.Sprint(got) != "map[t1/dup:3 t1/sel:5 t3/purging:4]" {
 		t.Fatalf("demands %v", got)
+	}
+	// The memo answers by the entries that select the node: a node of the
+	// other pool gets the other entry's images, and the same pool again
+	// the same weight.
+	other := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "m", Labels: map[string]string{"pool": "b"}}}
+	again := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "o", Labels: map[string]string{"pool": "a"}}}
+	if w, v := memo.weight(caches[0], other), memo.weight(caches[0], again); w != 7 || v != 5 {
+		t.Fatalf("weights %d (pool b), %d (pool a again), want 7, 5", w, v)
+	}
+	bare := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+	if w := memo.weight(caches[0], bare); w != 0 {
+		t.Fatalf("weight on a node no entry selects: %d", w)
 	}
 	if n := distinctImages(caches[0]); n != 12 {
 		t.Fatalf("distinctImages = %d, want 12", n)

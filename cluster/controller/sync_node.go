@@ -55,7 +55,7 @@ func (c *Controller) syncNode(ctx context.Context, name string) (time.Duration, 
 	}
 	// Only admitted caches are written here: that keeps the object bounded
 	// (limits.go), whatever one tenant's caches ask for.
-	adm := nodeAdmission(list, node, c.cfg.MaxImagesPerCache, c.cfg.MaxCacheImagesPerNode)
+	adm := nodeAdmission(list, node, c.cfg.MaxImagesPerCache, c.cfg.MaxCacheImagesPerNode, newDemandMemo())
 	held := func(ic *api.ImageCache) bool {
 		return adm.ok(cacheKey(ic)) && distinctImages(ic) <= c.cfg.MaxImagesPerCache
 	}
