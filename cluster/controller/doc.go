@@ -105,7 +105,9 @@
 //     whose message names the limit, how many nodes refuse it and the fix.
 //     No refused pair is ever answered as pulled or present. Other caches
 //     on the node are untouched.
-//   - Result messages written to nodes are cut at 512 bytes.
+//   - Result messages written to nodes are cut at 512 bytes; a cache's
+//     status lists at most 200 failures in all (and FailuresPerImage per
+//     image), counting the rest in counts.failuresOmitted.
 //
 // A cache's sync builds its requests one node at a time; its memory grows
 // with the results it aggregates, at most nodes x the node bound.

@@ -54,6 +54,13 @@ const (
 	nodeImagesBudget = 800 << 10
 )
 
+// maxFailuresListed bounds the failures an ImageCache's status lists in
+// all (Config.FailuresPerImage bounds them per image); the rest are
+// counted in FailuresOmitted. At 1 KiB a message at most, the status stays
+// far under the API server's object limit even for a cache of
+// MaxImagesPerCache images failing on every node.
+const maxFailuresListed = 200
+
 // Reasons of refused caches, in results and the cache's status.
 const (
 	ReasonCacheTooLarge  = "CacheTooLarge"

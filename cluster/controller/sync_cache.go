@@ -640,6 +640,7 @@ func aggregateCount(ic *api.ImageCache, desired int, results []imagecache.ImageW
 	st := ic.Status
 	st.Failures = nil
 	counts := &api.ResultCounts{Desired: int32(desired), InFlight: int32(inFlight)}
+	listed := 0 // failures listed, at most maxFailuresListed (limits.go)
 	sort.Slice(results, func(i, j int) bool {
 		if results[i].Request.Image != results[j].Request.Image {
 			return results[i].Request.Image < results[j].Request.Image
@@ -661,10 +662,11 @@ func aggregateCount(ic *api.ImageCache, desired int, results []imagecache.ImageW
 			if st.Failures == nil {
 				st.Failures = map[string]api.NodeReasonMessageList{}
 			}
-			if len(st.Failures[r.Request.Image]) >= perImage {
+			if len(st.Failures[r.Request.Image]) >= perImage || listed >= maxFailuresListed {
 				counts.FailuresOmitted++
 				continue
 			}
+			listed++
 			st.Failures[r.Request.Image] = append(st.Failures[r.Request.Image], api.NodeReasonMessage{
 				Node: r.Request.Node, Reason: r.Reason, Message: truncate(r.Message, 1024)})
 		}
