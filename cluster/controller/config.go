@@ -79,6 +79,21 @@ type Config struct {
 
 	// Clock is for tests; default the real clock.
 	Clock clock.WithTicker
+
+	// MaxImagesPerCache bounds the distinct images one ImageCache lists
+	// (all its cacheSpec entries): a cache with more is refused at once,
+	// status Failed with reason CacheTooLarge, and nothing of it is written
+	// to any node. Default DefaultMaxImagesPerCache (1000).
+	MaxImagesPerCache int
+	// MaxCacheImagesPerNode bounds the (cache, image) entries one node's
+	// NodeImages holds, so that the object stays under 1 MiB: an entry is
+	// one pair at standard name lengths (image name up to 64 bytes, cache
+	// namespace/name up to 48), longer pairs count as more. When the caches
+	// wanting images on a node want more, they are admitted by fair shares
+	// across namespaces (see admit); a cache cut on a node gets failed
+	// results there with reason NodeImageLimit, in its own status only.
+	// Default DefaultMaxCacheImagesPerNode (360).
+	MaxCacheImagesPerNode int
 }
 
 func (c *Config) setDefaults() error {
@@ -107,6 +122,11 @@ func (c *Config) setDefaults() error {
 	defInt(&c.FailuresPerImage, 10)
 	defInt(&c.CacheWorkers, 2)
 	defInt(&c.NodeWorkers, 8)
+	defInt(&c.MaxImagesPerCache, DefaultMaxImagesPerCache)
+	defInt(&c.MaxCacheImagesPerNode, DefaultMaxCacheImagesPerNode)
+	if c.MaxImagesPerCache < 0 || c.MaxCacheImagesPerNode < 0 {
+		return fmt.Errorf("%w: MaxImagesPerCache and MaxCacheImagesPerNode must be positive", ErrInvalidConfig)
+	}
 	switch {
 	case c.PullDeadline < 0 || c.AgentTimeout < 0:
 		return fmt.Errorf("%w: PullDeadline and AgentTimeout must be positive", ErrInvalidConfig)

@@ -96,6 +96,47 @@
 //     present, did not pull it"), ImageKept ("kept: another ImageCache
 //     keeps it") or NotCached.
 //
+// Size bounds (limits.go) keep what one tenant writes from out-sizing or
+// blocking another tenant's caches; tenants are namespaces:
+//   - An ImageCache listing more than Config.MaxImagesPerCache distinct
+//     images (default 1000; --max-images-per-cache) is refused at once:
+//     status Failed, reason CacheTooLarge, a message naming the limit; no
+//     request is built and nothing of it is written to any node. It is
+//     looked at again when its spec changes or a refresh is asked, not
+//     periodically.
+//   - A node's NodeImages holds at most Config.MaxCacheImagesPerNode
+//     (cache, image) entries (default 360; --max-cache-images-per-node),
+//     which keeps the object under 800 KiB, well under the API server's
+//     1.5 MiB etcd limit: an entry is one pair with an image name of at
+//     most 64 bytes and a cache namespace/name of at most 48, a longer pair
+//     counts as more in proportion to its bytes (measured at about 1.4 KB a
+//     pair at common lengths). When the caches wanting images on a node
+//     want more, whole caches are admitted by max-min fair shares across
+//     namespaces: a namespace wanting at most the bound divided by the
+//     namespaces with caches there is always admitted whole, the biggest
+//     demands are cut, and within a namespace older caches (creation time,
+//     then name) go first. A purging cache counts too (its results take the
+//     room).
+//   - A cache a node refuses has none of its images or results there (its
+//     pulls there go to the purge list as for any cache the node no longer
+//     holds); its action gets final results for that node, failed (a purge:
+//     succeeded) with reason NodeImageLimit, kept in its own status only,
+//     whose message names the limit, how many nodes refuse it and the fix.
+//     No refused pair is ever answered as pulled or present. Other caches
+//     on the node are untouched.
+//   - Result messages written to nodes are cut at 512 bytes; a cache's
+//     status lists at most 200 failures in all (and FailuresPerImage per
+//     image), counting the rest in counts.failuresOmitted.
+//
+// A cache's sync builds its requests one node at a time; its memory grows
+// with the results it aggregates, at most nodes x the node bound.
+//
+// Non-guarantees of the bounds: a cache refused on a node is looked at
+// again at its next action (refresh, update), not when room frees up; a
+// cache that finished before another tenant's cache cut it keeps its last
+// status until then. Purge entries are not counted against the bound (they
+// come from earlier admitted pulls and go once the agent has done them).
+//
 // Non-guarantees: "alreadypulled" says the image is on the node, not that
 // any pod may use it (the kubelet decides that per pod); kube-fledged's
 // node-status fallback sees only the images the kubelet lists there (50 by

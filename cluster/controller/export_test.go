@@ -13,3 +13,6 @@ func PrepullPodForTest(cfg Config, ic *api.ImageCache, node, image string) *core
 	c := &Controller{cfg: cfg}
 	return c.prepullPod(ic, imagecache.ImageWorkRequest{Node: node, Image: image, WorkType: imagecache.WorkTypeCreate})
 }
+
+// PairBytes is pairBytes, for the measurement on the API server.
+func PairBytes(imageLen, cacheKeyLen int) int { return pairBytes(imageLen, cacheKeyLen) }

@@ -82,46 +82,68 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 		return 0, err
 	}
 	c.forgetGone(key)
+	if n := distinctImages(&ic); n > c.cfg.MaxImagesPerCache {
+		// Refused before any (node, image) is looked at: nothing of it is
+		// written to a node, and the sync costs nothing per node.
+		return 0, c.refuseTooLarge(ctx, &ic, n, now)
+	}
 	nodes, err := c.nodes.List(everything())
 	if err != nil {
 		return 0, err
 	}
-	reqs := requests(&ic, nodes)
-	byName := map[string]*corev1.Node{}
-	for _, n := range nodes {
-		byName[n.Name] = n
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	admitted, err := c.admittedOn(&ic)
+	if err != nil {
+		return 0, err
 	}
 	var (
-		results  []imagecache.ImageWorkResult
-		inFlight int
-		later    time.Duration
-		away     = map[string]bool{}
+		results []imagecache.ImageWorkResult
+		desired int
+		// Nodes that refuse the cache (limits.go), and one's numbers.
+		refusedNodes int
+		firstRefusal nodeRefusal
+		inFlight     int
+		later        time.Duration
+		away         = map[string]bool{}
 	)
 	states := map[string]*nodeState{} // each node's object and agent, read once per sync
 	budget := c.newBudget(now)
-	for _, req := range reqs {
-		ns, ok := states[req.Node]
-		if !ok {
-			ni := c.nodeImagesOf(req.Node)
-			ns = &nodeState{node: byName[req.Node], ni: ni, agent: c.agentView(ni, now)}
-			states[req.Node] = ns
-		}
-		res, wait, err := c.decide(ctx, &ic, req, ns, budget, now)
-		if err != nil {
-			return 0, err
-		}
-		if res != nil {
-			results = append(results, *res)
+	// One node at a time: the requests of a node are built, decided and
+	// dropped before the next node's.
+	for _, node := range nodes {
+		reqs := nodeRequests(&ic, node)
+		if len(reqs) == 0 {
 			continue
 		}
-		if wait.pod {
-			inFlight++
+		desired += len(reqs)
+		if r, refused := admitted(node); refused {
+			results = append(results, refusedResults(reqs, now)...)
+			if refusedNodes++; refusedNodes == 1 {
+				firstRefusal = r
+			}
+			continue
 		}
-		if wait.away {
-			away[req.Node] = true
-		}
-		if later == 0 || (wait.after > 0 && wait.after < later) {
-			later = wait.after
+		ni := c.nodeImagesOf(node.Name)
+		ns := &nodeState{node: node, ni: ni, agent: c.agentView(ni, now)}
+		states[node.Name] = ns
+		for _, req := range reqs {
+			res, wait, err := c.decide(ctx, &ic, req, ns, budget, now)
+			if err != nil {
+				return 0, err
+			}
+			if res != nil {
+				results = append(results, *res)
+				continue
+			}
+			if wait.pod {
+				inFlight++
+			}
+			if wait.away {
+				away[req.Node] = true
+			}
+			if later == 0 || (wait.after > 0 && wait.after < later) {
+				later = wait.after
+			}
 		}
 	}
 	if err := c.createPods(ctx, &ic, budget.create); err != nil {
@@ -130,11 +152,14 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 	// The action is over once every result is written to its node's
 	// object, so whoever reads a final status finds the results there.
 	unwritten := c.unwritten(cacheKey(&ic), states)
-	final := inFlight == 0 && len(results) == len(reqs) && unwritten == 0
+	final := inFlight == 0 && len(results) == desired && unwritten == 0
 	if unwritten > 0 && later == 0 {
 		later = 2 * batchDelay
 	}
-	status := aggregate(&ic, reqs, results, inFlight, unwritten, c.cfg.FailuresPerImage)
+	status := aggregateCount(&ic, desired, results, inFlight, unwritten, c.cfg.FailuresPerImage)
+	if refusedNodes > 0 {
+		status.Message += " " + firstRefusal.summary(refusedNodes)
+	}
 	if status.Status == api.ActionStatusProcessing && len(away) > 0 {
 		status.Message += fmt.Sprintf(" The pullrecords agent of %d node(s) is away (no heartbeat within %s): their removals are remembered and done when it reports again.",
 			len(away), c.cfg.AgentTimeout)
@@ -196,7 +221,7 @@ func (c *Controller) nextAction(ic *api.ImageCache, now time.Time) (string, bool
 // cache (negative: overdue; zero: never).
 func (c *Controller) refreshDue(ic *api.ImageCache, now time.Time) time.Duration {
 	st := ic.Status
-	if c.cfg.RefreshInterval <= 0 || st.CompletionTime == nil || purged(ic) || st.Reason == api.ReasonCacheSpecValidationFailed {
+	if c.cfg.RefreshInterval <= 0 || st.CompletionTime == nil || purged(ic) || st.Reason == api.ReasonCacheSpecValidationFailed || st.Reason == ReasonCacheTooLarge {
 		return 0
 	}
 	d := st.CompletionTime.Add(c.cfg.RefreshInterval).Sub(now)
@@ -238,6 +263,7 @@ func (c *Controller) decide(ctx context.Context, ic *api.ImageCache, req imageca
 		return r, waitKind{}, nil
 	}
 	result := func(status imagecache.ImageWorkStatus, reason, message, pod string) (*imagecache.ImageWorkResult, waitKind, error) {
+		message = truncateMessage(message, maxResultMessage) // the node's object holds it: bounded (limits.go)
 		c.addPending(req.Node, key, api.NodeResult{
 			Cache: key.cache, CacheUID: string(ic.UID), Image: req.Image, Batch: ic.Status.Batch,
 			Work: string(req.WorkType), Status: string(status), Reason: reason, Message: message,
@@ -289,7 +315,7 @@ func (c *Controller) decide(ctx context.Context, ic *api.ImageCache, req imageca
 	// an image on the node says nothing about them: the pod goes to the
 	// kubelet, which pulls unless its records show the secret verified, and
 	// records it (KEP-2535), so the cache's pods may then use the image.
-	if !alwaysPull(req.Image) && len(ic.Spec.ImagePullSecrets) == 0 {
+	if !budget.alwaysPull(req.Image) && len(ic.Spec.ImagePullSecrets) == 0 {
 		if agent.alive && agent.present(req.Image) {
 			return result(imagecache.StatusAlreadyPulled, "", "present in the runtime (agent)", "")
 		}
@@ -492,10 +518,11 @@ type budget struct {
 	total   int
 	perNode map[string]int
 	counted map[string]bool // perNode includes the informer's pods
+	always  map[string]bool // alwaysPull of each image seen this sync
 }
 
 func (c *Controller) newBudget(now time.Time) *budget {
-	b := &budget{c: c, perNode: map[string]int{}, counted: map[string]bool{}}
+	b := &budget{c: c, perNode: map[string]int{}, counted: map[string]bool{}, always: map[string]bool{}}
 	for _, o := range c.podIndex.List() {
 		if p := o.(*corev1.Pod); pulling(p) && c.owns(p) {
 			b.total++
@@ -635,9 +662,15 @@ func (c *Controller) deletePod(ctx context.Context, ns, name string, uid types.U
 // and message, capped per image) or NoImagesPulledOrDeleted (no node
 // matched).
 func aggregate(ic *api.ImageCache, reqs []imagecache.ImageWorkRequest, results []imagecache.ImageWorkResult, inFlight, unwritten, perImage int) api.ImageCacheStatus {
+	return aggregateCount(ic, len(reqs), results, inFlight, unwritten, perImage)
+}
+
+// aggregateCount is aggregate for an action of desired requests.
+func aggregateCount(ic *api.ImageCache, desired int, results []imagecache.ImageWorkResult, inFlight, unwritten, perImage int) api.ImageCacheStatus {
 	st := ic.Status
 	st.Failures = nil
-	counts := &api.ResultCounts{Desired: int32(len(reqs)), InFlight: int32(inFlight)}
+	counts := &api.ResultCounts{Desired: int32(desired), InFlight: int32(inFlight)}
+	listed := 0 // failures listed, at most maxFailuresListed (limits.go)
 	sort.Slice(results, func(i, j int) bool {
 		if results[i].Request.Image != results[j].Request.Image {
 			return results[i].Request.Image < results[j].Request.Image
@@ -659,10 +692,11 @@ func aggregate(ic *api.ImageCache, reqs []imagecache.ImageWorkRequest, results [
 			if st.Failures == nil {
 				st.Failures = map[string]api.NodeReasonMessageList{}
 			}
-			if len(st.Failures[r.Request.Image]) >= perImage {
+			if len(st.Failures[r.Request.Image]) >= perImage || listed >= maxFailuresListed {
 				counts.FailuresOmitted++
 				continue
 			}
+			listed++
 			st.Failures[r.Request.Image] = append(st.Failures[r.Request.Image], api.NodeReasonMessage{
 				Node: r.Request.Node, Reason: r.Reason, Message: truncate(r.Message, 1024)})
 		}
@@ -671,11 +705,11 @@ func aggregate(ic *api.ImageCache, reqs []imagecache.ImageWorkRequest, results [
 	done := int(counts.Succeeded + counts.AlreadyPulled + counts.Failed + counts.Unknown)
 	purge := st.Reason == api.ReasonImageCachePurge
 	switch {
-	case done < len(reqs) || unwritten > 0:
+	case done < desired || unwritten > 0:
 		st.Status = api.ActionStatusProcessing
 		st.Message = processingMessages[st.Reason]
 		st.CompletionTime = nil
-	case len(reqs) == 0:
+	case desired == 0:
 		st.Status = api.ActionStatusNoImagesPulledOrDeleted
 		st.Message = noRequestsMessage(ic)
 	case counts.Failed+counts.Unknown > 0 && purge:
@@ -708,7 +742,7 @@ func (c *Controller) finishAction(ctx context.Context, ic *api.ImageCache, st ap
 	var drop []string
 	for _, a := range []string{api.RefreshAnnotation, api.PurgeAnnotation} {
 		if _, ok := ic.Annotations[a]; ok {
-			if a == api.PurgeAnnotation && st.Reason != api.ReasonImageCachePurge {
+			if a == api.PurgeAnnotation && ic.Status.Reason != api.ReasonImageCachePurge {
 				continue // asked after this action started: it runs next
 			}
 			drop = append(drop, a)

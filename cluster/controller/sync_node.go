@@ -44,18 +44,28 @@ func (c *Controller) syncNode(ctx context.Context, name string) (time.Duration, 
 		return 0, err
 	}
 	caches := map[string]*api.ImageCache{}
-	want := map[string][]string{} // image -> caches
+	list := make([]*api.ImageCache, 0, len(objs))
 	for _, o := range objs {
 		var ic api.ImageCache
 		if err := api.FromUnstructured(o.(*unstructured.Unstructured), &ic); err != nil {
 			continue
 		}
 		caches[cacheKey(&ic)] = &ic
-		if purged(&ic) || ic.Status.Batch == "" {
+		list = append(list, &ic)
+	}
+	// Only admitted caches are written here: that keeps the object bounded
+	// (limits.go), whatever one tenant's caches ask for.
+	adm := nodeAdmission(list, node, c.cfg.MaxImagesPerCache, c.cfg.MaxCacheImagesPerNode, newDemandMemo())
+	held := func(ic *api.ImageCache) bool {
+		return adm.ok(cacheKey(ic)) && distinctImages(ic) <= c.cfg.MaxImagesPerCache
+	}
+	want := map[string][]string{} // image -> caches
+	for _, ic := range list {
+		if purged(ic) || ic.Status.Batch == "" || !held(ic) {
 			continue
 		}
-		for _, img := range imagesFor(&ic, node) {
-			want[img] = append(want[img], cacheKey(&ic))
+		for _, img := range imagesFor(ic, node) {
+			want[img] = append(want[img], cacheKey(ic))
 		}
 	}
 	ni := c.nodeImagesOf(name)
@@ -77,7 +87,26 @@ func (c *Controller) syncNode(ctx context.Context, name string) (time.Duration, 
 		written[k] = v
 	}
 	c.mu.Unlock()
-	results := mergeResults(ni, written, caches)
+	// A result stays while its cache is held here and still lists its
+	// image for this node: results of images an update dropped would
+	// otherwise pile up with every update, past the node's bound.
+	listed := map[string]map[string]bool{}
+	keep := func(ic *api.ImageCache, image string) bool {
+		if !held(ic) {
+			return false
+		}
+		key := cacheKey(ic)
+		set, ok := listed[key]
+		if !ok {
+			set = map[string]bool{}
+			for _, img := range imagesFor(ic, node) {
+				set[img] = true
+			}
+			listed[key] = set
+		}
+		return set[image]
+	}
+	results := mergeResults(ni, written, caches, keep)
 	var current []api.NodeResult
 	if ni != nil {
 		current = ni.Status.Results
@@ -264,8 +293,10 @@ func normalizeSpec(s api.NodeImagesSpec) api.NodeImagesSpec {
 }
 
 // mergeResults is the node's result list after this write: the written
-// results of existing caches (same UID), updated with the pending ones.
-func mergeResults(ni *api.NodeImages, pend map[resultKey]pendingResult, caches map[string]*api.ImageCache) []api.NodeResult {
+// results of existing caches (same UID) the node holds, updated with the
+// pending ones, each kept only if keep says so (a cache refused on the
+// node, or an image its cache no longer lists there, has none).
+func mergeResults(ni *api.NodeImages, pend map[resultKey]pendingResult, caches map[string]*api.ImageCache, keep func(*api.ImageCache, string) bool) []api.NodeResult {
 	by := map[resultKey]api.NodeResult{}
 	if ni != nil {
 		for _, r := range ni.Status.Results {
@@ -278,7 +309,7 @@ func mergeResults(ni *api.NodeImages, pend map[resultKey]pendingResult, caches m
 	out := make([]api.NodeResult, 0, len(by))
 	for _, r := range by {
 		ic, ok := caches[r.Cache]
-		if !ok || string(ic.UID) != r.CacheUID {
+		if !ok || string(ic.UID) != r.CacheUID || !keep(ic, r.Image) {
 			continue
 		}
 		out = append(out, r)

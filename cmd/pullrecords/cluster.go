@@ -138,6 +138,10 @@ Deploy it with deploy/cluster (see cluster/README.md in the repository).`,
 		"namespace of kube-fledged's controller: the controller refuses to start while a kube-fledged controller pod runs there, and removes kube-fledged's leftover Jobs there only")
 	f.StringSliceVar(&cfg.KubeFledgedServiceAccounts, "kube-fledged-service-account", controller.DefaultKubeFledgedServiceAccounts,
 		"service accounts of kube-fledged's controller (repeat or comma-separate): only its pods in --kube-fledged-namespace count as kube-fledged running; the defaults are its manifests' and its Helm chart's as installed in its README (a Helm install names it <release fullname>-controller)")
+	f.IntVar(&cfg.MaxImagesPerCache, "max-images-per-cache", controller.DefaultMaxImagesPerCache,
+		"distinct images one ImageCache may list; a larger cache is refused (status Failed, reason CacheTooLarge)")
+	f.IntVar(&cfg.MaxCacheImagesPerNode, "max-cache-images-per-node", controller.DefaultMaxCacheImagesPerNode,
+		"(cache, image) entries one node's NodeImages holds (keeps it under 1 MiB; longer names count as more); over it, caches are admitted by fair shares across namespaces and the rest refused (reason NodeImageLimit)")
 	f.BoolVar(&leaderOn, "leader-elect", true, "elect one leader among replicas through a Lease")
 	f.StringVar(&ns, "leader-elect-namespace", envOr("POD_NAMESPACE", "pullrecords-system"), "namespace of the Lease")
 	f.StringVar(&id, "leader-elect-identity", os.Getenv("POD_NAME"), "this replica's identity (default: the host name)")
