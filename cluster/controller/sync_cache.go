@@ -92,6 +92,7 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 	}
 	var (
 		results  []imagecache.ImageWorkResult
+		skipped  []skippedPair
 		inFlight int
 		later    time.Duration
 		away     = map[string]bool{}
@@ -102,7 +103,8 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 		ns, ok := states[req.Node]
 		if !ok {
 			ni := c.nodeImagesOf(req.Node)
-			ns = &nodeState{node: byName[req.Node], ni: ni, agent: c.agentView(ni, now)}
+			ns = &nodeState{node: byName[req.Node], ni: ni, agent: c.agentView(ni, now),
+				skip: c.cfg.Placement.ineligible(byName[req.Node])}
 			states[req.Node] = ns
 		}
 		res, wait, err := c.decide(ctx, &ic, req, ns, budget, now)
@@ -111,6 +113,10 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 		}
 		if res != nil {
 			results = append(results, *res)
+			continue
+		}
+		if wait.skip != "" {
+			skipped = append(skipped, skippedPair{node: req.Node, image: req.Image, reason: wait.skip})
 			continue
 		}
 		if wait.pod {
@@ -129,11 +135,11 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 	// The action is over once every result is written to its node's
 	// object, so whoever reads a final status finds the results there.
 	unwritten := c.unwritten(cacheKey(&ic), states)
-	final := inFlight == 0 && len(results) == len(reqs) && unwritten == 0
+	final := inFlight == 0 && len(results)+len(skipped) == len(reqs) && unwritten == 0
 	if unwritten > 0 && later == 0 {
 		later = 2 * batchDelay
 	}
-	status := aggregate(&ic, reqs, results, inFlight, unwritten, c.cfg.FailuresPerImage)
+	status := withSkipped(aggregate(&ic, eligible(reqs, skipped), results, inFlight, unwritten, c.cfg.FailuresPerImage), skipped)
 	if status.Status == api.ActionStatusProcessing && len(away) > 0 {
 		status.Message += fmt.Sprintf(" The pullrecords agent of %d node(s) is away (no heartbeat within %s): their removals are remembered and done when it reports again.",
 			len(away), c.cfg.AgentTimeout)
@@ -160,7 +166,8 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 type waitKind struct {
 	after time.Duration
 	pod   bool
-	away  bool // a purge waits for the node's agent, which is away
+	away  bool   // a purge waits for the node's agent, which is away
+	skip  string // Placement keeps pre-pull pods off the node: why
 }
 
 var inFlightWait = waitKind{pod: true}
@@ -271,6 +278,12 @@ func (c *Controller) decide(ctx context.Context, ic *api.ImageCache, req imageca
 		return result(out.status, out.reason, out.message, del)
 	case !apierrors.IsNotFound(err):
 		return nil, waitKind{}, err
+	}
+	if ns.skip != "" {
+		// Placement (placement.go): no pod, and no presence answer, for a
+		// node pre-pull pods may not go to. A pod created while the node
+		// was eligible is still read above.
+		return nil, waitKind{skip: ns.skip}, nil
 	}
 	if agent.alive && !agent.reported(req.Image) {
 		c.nodeQueue.Add(req.Node) // make sure the image is in the node's spec
@@ -458,6 +471,7 @@ type nodeState struct {
 	node  *corev1.Node
 	ni    *api.NodeImages
 	agent agentView
+	skip  string // why Placement keeps pre-pull pods off the node; "" if it does not
 }
 
 // budget is the room for new pre-pull pods during one sync: the in-flight
