@@ -33,7 +33,9 @@ const (
 // node-role.kubernetes.io/master), no cordoned node (spec.unschedulable),
 // no node whose Ready condition is not True, and no node with a NoSchedule
 // or NoExecute taint that Tolerations do not tolerate (PreferNoSchedule
-// taints are ignored). Pre-pull pods then carry no toleration.
+// taints are ignored). The taints node.kubernetes.io/not-ready,
+// unreachable and unschedulable are left to the Ready and cordon rules,
+// whose state they mirror. Pre-pull pods then carry no toleration.
 type Placement struct {
 	// Tolerations are the taints pre-pull pods may land on; they are the
 	// pods' only tolerations, with those the Include fields below add.
@@ -68,6 +70,17 @@ const (
 	skipNotReady     = "not Ready"
 )
 
+// ruleTaints are the taints the controller-manager mirrors from what the
+// rules above already look at (the Ready condition, spec.unschedulable):
+// the rule decides, not the taint, which lags behind it (and stays for
+// good where no controller-manager runs: the API server's
+// TaintNodesByCondition admission puts not-ready on every new Node).
+var ruleTaints = map[string]bool{
+	corev1.TaintNodeNotReady:      true,
+	corev1.TaintNodeUnreachable:   true,
+	corev1.TaintNodeUnschedulable: true,
+}
+
 // ineligible returns why pre-pull pods may not go to node under p, or ""
 // when they may. It looks at the node only (no API call).
 func (p Placement) ineligible(node *corev1.Node) string {
@@ -86,7 +99,7 @@ func (p Placement) ineligible(node *corev1.Node) string {
 	tolerations := p.podTolerations()
 	for i := range node.Spec.Taints {
 		t := &node.Spec.Taints[i]
-		if t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectNoExecute {
+		if t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectNoExecute || ruleTaints[t.Key] {
 			continue
 		}
 		if !tolerated(tolerations, t) {

@@ -58,6 +58,17 @@ func TestPlacementDefaultsKeepPodsOffNodesTheyMayNotUse(t *testing.T) {
 		{"PreferNoSchedule ignored", withTaint("soft", "x", corev1.TaintEffectPreferNoSchedule), ""},
 		{"control-plane taint without label", withTaint(controlPlaneLabel, "", corev1.TaintEffectNoSchedule),
 			"taint node-role.kubernetes.io/control-plane:NoSchedule not tolerated"},
+		// The controller-manager's mirrors of the Ready and cordon rules:
+		// the rules decide (a new Node keeps not-ready until the
+		// controller-manager sees it Ready).
+		{"Ready with a lagging not-ready taint", withTaint(corev1.TaintNodeNotReady, "", corev1.TaintEffectNoSchedule), ""},
+		{"uncordoned with a lagging unschedulable taint", withTaint(corev1.TaintNodeUnschedulable, "", corev1.TaintEffectNoSchedule), ""},
+		{"not Ready with its taints", func(n *corev1.Node) {
+			withReady(corev1.ConditionUnknown)(n)
+			withTaint(corev1.TaintNodeUnreachable, "", corev1.TaintEffectNoExecute)(n)
+		}, "not Ready"},
+		{"memory pressure taint", withTaint(corev1.TaintNodeMemoryPressure, "", corev1.TaintEffectNoSchedule),
+			"taint node.kubernetes.io/memory-pressure:NoSchedule not tolerated"},
 	}
 	for _, tc := range cases {
 		if got := (Placement{}).ineligible(readyNode(tc.edit)); got != tc.want {
