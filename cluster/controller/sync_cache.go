@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -140,9 +141,8 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 		later = 2 * batchDelay
 	}
 	status := withSkipped(aggregate(&ic, eligible(reqs, skipped), results, inFlight, unwritten, c.cfg.FailuresPerImage), skipped)
-	if status.Status == api.ActionStatusProcessing && len(away) > 0 {
-		status.Message += fmt.Sprintf(" The pullrecords agent of %d node(s) is away (no heartbeat within %s): their removals are remembered and done when it reports again.",
-			len(away), c.cfg.AgentTimeout)
+	if status.Status == api.ActionStatusProcessing {
+		status.Message += c.awayMessage(states, away)
 	}
 	if final {
 		if err := c.finishAction(ctx, &ic, status, now); err != nil {
@@ -426,7 +426,10 @@ func (c *Controller) nodeImagesOf(node string) *api.NodeImages {
 
 // agentView is what the controller may believe of a node's agent.
 type agentView struct {
-	alive       bool
+	alive bool
+	// awaySince is the last heartbeat of an agent that reported once and
+	// then stopped for longer than AgentTimeout; zero otherwise.
+	awaySince   time.Time
 	fullPercent int
 	observed    int64
 	generation  int64
@@ -435,8 +438,11 @@ type agentView struct {
 }
 
 func (c *Controller) agentView(ni *api.NodeImages, now time.Time) agentView {
-	if ni == nil || ni.Status.Agent == nil || now.Sub(ni.Status.Agent.HeartbeatTime.Time) > c.cfg.AgentTimeout {
+	if ni == nil || ni.Status.Agent == nil {
 		return agentView{}
+	}
+	if beat := ni.Status.Agent.HeartbeatTime.Time; now.Sub(beat) > c.cfg.AgentTimeout {
+		return agentView{awaySince: beat}
 	}
 	a := ni.Status.Agent
 	v := agentView{alive: true, observed: a.ObservedGeneration, generation: ni.Generation,
@@ -453,6 +459,44 @@ func (c *Controller) agentView(ni *api.NodeImages, now time.Time) agentView {
 		v.presence[p.Image] = p
 	}
 	return v
+}
+
+// maxAwayNamed caps the nodes the away message names.
+const maxAwayNamed = 10
+
+// awayMessage names, for a Processing status, the nodes of the action whose
+// agent reported once and then went silent for longer than AgentTimeout
+// (with its last heartbeat), and the nodes a purge waits on (purgeWaits)
+// whose agent is not alive; "" when there are none. An agent's presence
+// reports are not believed once it is away.
+func (c *Controller) awayMessage(states map[string]*nodeState, purgeWaits map[string]bool) string {
+	var nodes []string
+	for n, ns := range states {
+		if !ns.agent.awaySince.IsZero() || purgeWaits[n] {
+			nodes = append(nodes, n)
+		}
+	}
+	if len(nodes) == 0 {
+		return ""
+	}
+	sort.Strings(nodes)
+	var parts []string
+	for i, n := range nodes {
+		if i == maxAwayNamed {
+			parts = append(parts, fmt.Sprintf("and %d more", len(nodes)-i))
+			break
+		}
+		if since := states[n].agent.awaySince; !since.IsZero() {
+			parts = append(parts, n+" since "+since.UTC().Format(time.RFC3339))
+		} else {
+			parts = append(parts, n+" (no heartbeat yet)")
+		}
+	}
+	msg := fmt.Sprintf(" The pullrecords agent of %d node(s) is away (no heartbeat within %s): %s.", len(nodes), c.cfg.AgentTimeout, strings.Join(parts, ", "))
+	if len(purgeWaits) > 0 {
+		msg += " Removals there are remembered and done when it reports again."
+	}
+	return msg
 }
 
 func (v agentView) generationSeen() bool { return v.alive && v.observed >= v.generation }
@@ -740,7 +784,7 @@ func countsText(n *api.ResultCounts) string {
 	if n == nil {
 		return ""
 	}
-	return fmt.Sprintf("%d pulled, %d already present, %d failed, %d unknown of %d", n.Succeeded, n.AlreadyPulled, n.Failed, n.Unknown, n.Desired)
+	return fmt.Sprintf("%d pulled, %d already present, %d failed, %d unknown, %d skipped of %d", n.Succeeded, n.AlreadyPulled, n.Failed, n.Unknown, n.Skipped, n.Desired)
 }
 
 // statusInterval is how often an action's progress (counts) is written.
