@@ -63,6 +63,8 @@ func newControllerCmd(g *globalOptions) *cobra.Command {
 		cfg      controller.Config
 		ns, id   string
 		leaderOn bool
+		// tolerations are --prepull-toleration's values, parsed in RunE.
+		tolerations []string
 	)
 	cmd := &cobra.Command{
 		Use:   "controller",
@@ -79,6 +81,13 @@ the command exits non-zero. Replicas elect one leader through a Lease.
 Deploy it with deploy/cluster (see cluster/README.md in the repository).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, s := range tolerations {
+				t, err := controller.ParseToleration(s)
+				if err != nil {
+					return usageErrorf("--prepull-toleration: %v", err)
+				}
+				cfg.Placement.Tolerations = append(cfg.Placement.Tolerations, t)
+			}
 			rc, err := client.config()
 			if err != nil {
 				return err
@@ -122,6 +131,17 @@ Deploy it with deploy/cluster (see cluster/README.md in the repository).`,
 		"namespace of kube-fledged's controller: the controller refuses to start while a kube-fledged controller pod runs there, and removes kube-fledged's leftover Jobs there only")
 	f.StringVar(&cfg.KubeFledgedServiceAccount, "kube-fledged-service-account", "kubefledged-controller",
 		"service account of kube-fledged's controller: only its pods in --kube-fledged-namespace count as kube-fledged running (kube-fledged's Helm chart names it <release fullname>-controller)")
+	f.StringArrayVar(&tolerations, "prepull-toleration", nil,
+		"a taint pre-pull pods may land on, repeatable: key=value:Effect (that taint), key:Effect (any value) or Exists (every taint); "+
+			"Effect is NoSchedule, NoExecute or PreferNoSchedule. These are the pods' only tolerations (none by default: nodes with a NoSchedule "+
+			"or NoExecute taint get no pod) and each grants every tenant's ImageCaches the right to pull their images, with their secrets, on "+
+			"every node it tolerates; Exists grants every tainted node (dedicated pools included)")
+	f.BoolVar(&cfg.Placement.IncludeControlPlane, "include-control-plane-nodes", false,
+		"let pre-pull pods onto control-plane nodes (labelled node-role.kubernetes.io/control-plane or master), tolerating their "+
+			"NoSchedule taint: every tenant's images, pulled with its secrets, then land next to the API server and etcd")
+	f.BoolVar(&cfg.Placement.IncludeCordoned, "include-cordoned-nodes", false,
+		"let pre-pull pods onto cordoned nodes (spec.unschedulable), tolerating node.kubernetes.io/unschedulable:NoSchedule: "+
+			"nodes drained for maintenance or retirement keep getting images")
 	f.BoolVar(&leaderOn, "leader-elect", true, "elect one leader among replicas through a Lease")
 	f.StringVar(&ns, "leader-elect-namespace", envOr("POD_NAMESPACE", "pullrecords-system"), "namespace of the Lease")
 	f.StringVar(&id, "leader-elect-identity", os.Getenv("POD_NAME"), "this replica's identity (default: the host name)")
