@@ -265,3 +265,30 @@ func TestPlacementAwayAgentIsNamedWhileProcessing(t *testing.T) {
 			strings.Contains(st.Message, "The pullrecords agent of 1 node(s) is away (no heartbeat within 2s): "+n+" since ")
 	})
 }
+
+// A node pre-pull pods may not go to gives no presence answer either: a
+// cache without pull secrets whose image a cordoned node lists in its
+// status gets "skipped" there, never "alreadypulled" (which would report a
+// pull the placement forbids as done, and tell the tenant what a node it
+// may not use holds). An eligible node listing it answers alreadypulled.
+func TestPlacementSkippedNodeGivesNoPresenceAnswer(t *testing.T) {
+	e := newEnv(t)
+	const img = "registry.test/public/app:1"
+	cordoned := e.addNode("cordoned", true, img)
+	e.editNode(cordoned, func(n *corev1.Node) { n.Spec.Unschedulable = true })
+	ok := e.addNode("ok", true, img)
+	a := e.tenant("a")
+	pods := e.logPods(a.ns)
+	e.startController(controller.Config{})
+	a.applyCache("c", false, img)
+	ic := a.waitDone("c", api.ReasonImageCacheCreate)
+	if c := ic.Status.Counts; c.AlreadyPulled != 1 || c.Skipped != 1 || c.Succeeded != 0 {
+		t.Errorf("counts %+v, want 1 already present (on %s) and 1 skipped (on %s)", c, ok, cordoned)
+	}
+	if r, found := a.results(cordoned, ic)[img]; found {
+		t.Errorf("the cordoned node has a result: %+v", r)
+	}
+	if len(pods.on(cordoned))+len(pods.on(ok)) > 0 {
+		t.Errorf("pods were created: %d on %s, %d on %s", len(pods.on(cordoned)), cordoned, len(pods.on(ok)), ok)
+	}
+}
