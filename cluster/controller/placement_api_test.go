@@ -244,21 +244,25 @@ func TestPlacementDeadNodeDoesNotHoldTheAction(t *testing.T) {
 	}
 }
 
-// An agent that stopped reporting is named, with its last heartbeat, in
-// the Processing message of a cache waiting on its node.
+// An agent that stops reporting while an action waits on its node is
+// named, with its last heartbeat, in the cache's Processing message, once
+// the heartbeat is older than AgentTimeout: its going silent sends no
+// event, and the pull hangs for an hour, so the controller must look again
+// by itself.
 func TestPlacementAwayAgentIsNamedWhileProcessing(t *testing.T) {
 	e := newEnv(t)
 	n := e.addNode("n", true)
 	rt := e.startRuntime(n)
 	e.kubelet.Pause(n) // the pull hangs, so the action stays Processing
 	a := e.tenant("a")
-	e.startController(controller.Config{AgentTimeout: 2 * time.Second})
-	rt.stopAgent()
-	e.waitFor("the agent's last heartbeat is older than AgentTimeout", func() bool {
-		ni := e.nodeImages(n)
-		return ni != nil && ni.Status.Agent != nil && time.Since(ni.Status.Agent.HeartbeatTime.Time) > 3*time.Second
-	})
+	pods := e.logPods(a.ns)
+	e.startController(controller.Config{AgentTimeout: 2 * time.Second, PullDeadline: time.Hour})
 	a.applyCache("c", true, "registry.test/private/app:1")
+	e.waitFor("the pre-pull pod exists", func() bool { return len(pods.on(n)) == 1 })
+	if st := a.cache("c").Status; strings.Contains(st.Message, "is away") {
+		t.Fatalf("the agent is called away while it reports: %q", st.Message)
+	}
+	rt.stopAgent()
 	e.waitFor("the Processing message names the node whose agent is away", func() bool {
 		st := a.cache("c").Status
 		return st.Status == api.ActionStatusProcessing &&

@@ -140,6 +140,15 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 	if unwritten > 0 && later == 0 {
 		later = 2 * batchDelay
 	}
+	if !final {
+		// An agent going silent sends no event: look again when a live
+		// one's heartbeat expires, so the message names it (awayMessage).
+		for _, ns := range states {
+			if d := ns.agent.expires.Sub(now) + batchDelay; ns.agent.alive && (later == 0 || d < later) {
+				later = d
+			}
+		}
+	}
 	status := withSkipped(aggregate(&ic, eligible(reqs, skipped), results, inFlight, unwritten, c.cfg.FailuresPerImage), skipped)
 	if status.Status == api.ActionStatusProcessing {
 		status.Message += c.awayMessage(states, away)
@@ -429,7 +438,9 @@ type agentView struct {
 	alive bool
 	// awaySince is the last heartbeat of an agent that reported once and
 	// then stopped for longer than AgentTimeout; zero otherwise.
-	awaySince   time.Time
+	awaySince time.Time
+	// expires is when a live agent's heartbeat stops being believed.
+	expires     time.Time
 	fullPercent int
 	observed    int64
 	generation  int64
@@ -445,7 +456,7 @@ func (c *Controller) agentView(ni *api.NodeImages, now time.Time) agentView {
 		return agentView{awaySince: beat}
 	}
 	a := ni.Status.Agent
-	v := agentView{alive: true, observed: a.ObservedGeneration, generation: ni.Generation,
+	v := agentView{alive: true, expires: a.HeartbeatTime.Add(c.cfg.AgentTimeout), observed: a.ObservedGeneration, generation: ni.Generation,
 		spec: map[string]bool{}, presence: map[string]api.ImagePresence{}}
 	if a.ImageFsTotalBytes > 0 {
 		v.fullPercent = int(a.ImageFsUsedBytes * 100 / a.ImageFsTotalBytes)
