@@ -86,6 +86,10 @@ type ResultCounts struct {
 	Failed        int32 `json:"failed"`
 	Unknown       int32 `json:"unknown"`
 	InFlight      int32 `json:"inFlight"`
+	// Skipped counts pairs on nodes the controller's placement rules keep
+	// pre-pull pods off (cordoned, control-plane, not Ready, a taint not
+	// tolerated): neither pulled nor failed; the message names the nodes.
+	Skipped int32 `json:"skipped,omitempty"`
 	// FailuresOmitted counts failures left out of Failures by the per-image cap.
 	FailuresOmitted int32 `json:"failuresOmitted,omitempty"`
 }

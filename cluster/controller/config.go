@@ -77,6 +77,12 @@ type Config struct {
 	// it with a registry of your own). Nil counts nothing.
 	Metrics *Metrics
 
+	// Placement is where pre-pull pods may go (see Placement): by
+	// default not on control-plane, cordoned or not-Ready nodes, nor on
+	// nodes with a NoSchedule or NoExecute taint, and the pods carry no
+	// toleration. Widening it grants every tenant's caches those nodes.
+	Placement Placement
+
 	// Clock is for tests; default the real clock.
 	Clock clock.WithTicker
 
@@ -134,6 +140,9 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("%w: limits and worker counts must be positive", ErrInvalidConfig)
 	case c.MaxImageFsUsedPercent < 0 || c.MaxImageFsUsedPercent > 100:
 		return fmt.Errorf("%w: MaxImageFsUsedPercent %d is not in 1..100", ErrInvalidConfig, c.MaxImageFsUsedPercent)
+	}
+	if err := c.Placement.validate(); err != nil {
+		return err
 	}
 	if c.KubeFledgedNamespace == "" {
 		c.KubeFledgedNamespace = "kube-fledged"

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -361,11 +362,16 @@ func (c *Controller) nodeImagesChanged(obj any) {
 }
 
 // nodeMatters reports whether a node update can change what caches want
-// there or how they reach it: labels, images in status, runtime version.
+// there or how they reach it: labels, images in status, runtime version,
+// and what Placement looks at (cordon, taints, the Ready condition's
+// status; not its heartbeats).
 func nodeMatters(old, cur *corev1.Node) bool {
 	return !equalMaps(old.Labels, cur.Labels) ||
 		len(old.Status.Images) != len(cur.Status.Images) ||
-		old.Status.NodeInfo.ContainerRuntimeVersion != cur.Status.NodeInfo.ContainerRuntimeVersion
+		old.Status.NodeInfo.ContainerRuntimeVersion != cur.Status.NodeInfo.ContainerRuntimeVersion ||
+		old.Spec.Unschedulable != cur.Spec.Unschedulable ||
+		isReady(old) != isReady(cur) ||
+		!equality.Semantic.DeepEqual(old.Spec.Taints, cur.Spec.Taints)
 }
 
 func equalMaps(a, b map[string]string) bool {

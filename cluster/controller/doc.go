@@ -65,6 +65,47 @@
 //     created and results by status, and shows is_leader; metrics and
 //     health never change a decision.
 //
+// Placement (Config.Placement, flags of `pullrecords controller`): a
+// pre-pull pod is bound by spec.nodeName, so no scheduler filters it and
+// the kubelet admits it on any node; the controller itself decides where
+// pods may go, and a tenant's node selector can only narrow that. By
+// default a node gets no pod when it is a control-plane node (label
+// node-role.kubernetes.io/control-plane or the legacy .../master), is
+// cordoned (spec.unschedulable), its Ready condition is not True (a node
+// whose kubelet is gone is Unknown), or it has a NoSchedule or NoExecute
+// taint that the admin's tolerations do not tolerate (PreferNoSchedule is
+// ignored; the not-ready, unreachable and unschedulable taints are left to
+// the Ready and cordon rules they mirror). Pre-pull pods carry exactly the
+// admin's tolerations, none by default. Each widening grants every
+// tenant's caches the nodes it opens, for images pulled with the tenant's
+// secrets:
+//   - Tolerations (--prepull-toleration key=value:Effect, key:Effect or
+//     Exists): the nodes with those taints, a dedicated pool's for one;
+//     Exists opens every tainted node, as every pod tolerated before.
+//   - IncludeControlPlane (--include-control-plane-nodes): control-plane
+//     nodes, next to the API server and etcd.
+//   - IncludeCordoned (--include-cordoned-nodes): nodes being drained.
+//   - IncludeNotReady (no flag; discouraged): nodes not Ready, where a dead
+//     kubelet never answers, so each pod holds the action for the whole
+//     PullDeadline.
+//
+// A (node, image) whose node is not eligible gets no pod and no presence
+// answer, is counted as skipped (neither pulled nor failed), and the
+// cache's message names the node and why ("2 node(s) skipped by the
+// controller's placement rules: n1 not Ready, n2 cordoned."), so the
+// action ends without waiting for any deadline; with every pair skipped
+// the status is NoImagesPulledOrDeleted. The decision is made again at
+// every sync, and a node's cordon, taint or Ready change requeues the
+// caches, so a node that becomes eligible is worked on at once. A pod
+// created while its node was eligible keeps its result (or its deadline)
+// when the node stops being eligible. Purges are not placement's: they
+// are the node agent's, with no pod.
+//
+// While an action is Processing, its message names the nodes whose agent
+// reported once and then stopped for longer than AgentTimeout, with the
+// last heartbeat ("n1 since 2026-12-02T05:50:00Z"); the controller then
+// trusts only the node's status there.
+//
 // Purges (a cache deleted, purged, or updated to drop an image) remove
 // only images the cache itself pulled:
 //   - When the controller creates a pre-pull pod for an image the node's

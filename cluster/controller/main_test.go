@@ -216,6 +216,9 @@ func (e *env) addNode(name string, selected bool, imagesInStatus ...string) stri
 		e.t.Fatal(err)
 	}
 	created.Status.NodeInfo.ContainerRuntimeVersion = "containerd://1.6.20"
+	// Ready, as a node with a running kubelet is: placement skips the others.
+	created.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
+		LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(), Reason: "KubeletReady"}}
 	for _, img := range imagesInStatus {
 		created.Status.Images = append(created.Status.Images, corev1.ContainerImage{Names: []string{img}, SizeBytes: 1000})
 	}

@@ -104,7 +104,7 @@ func (c *Controller) prepullPod(ic *api.ImageCache, req imagecache.ImageWorkRequ
 			NodeName:                      req.Node,
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			ImagePullSecrets:              ic.Spec.ImagePullSecrets,
-			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			Tolerations:                   c.cfg.Placement.podTolerations(),
 			AutomountServiceAccountToken:  ptr.To(false),
 			EnableServiceLinks:            ptr.To(false),
 			TerminationGracePeriodSeconds: ptr.To[int64](0),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -98,6 +99,7 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 	}
 	var (
 		results []imagecache.ImageWorkResult
+		skipped []skippedPair
 		desired int
 		// Nodes that refuse the cache (limits.go), and one's numbers.
 		refusedNodes int
@@ -124,7 +126,7 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 			continue
 		}
 		ni := c.nodeImagesOf(node.Name)
-		ns := &nodeState{node: node, ni: ni, agent: c.agentView(ni, now)}
+		ns := &nodeState{node: node, ni: ni, agent: c.agentView(ni, now), skip: c.cfg.Placement.ineligible(node)}
 		states[node.Name] = ns
 		for _, req := range reqs {
 			res, wait, err := c.decide(ctx, &ic, req, ns, budget, now)
@@ -133,6 +135,10 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 			}
 			if res != nil {
 				results = append(results, *res)
+				continue
+			}
+			if wait.skip != "" {
+				skipped = append(skipped, skippedPair{node: req.Node, image: req.Image, reason: wait.skip})
 				continue
 			}
 			if wait.pod {
@@ -152,17 +158,25 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 	// The action is over once every result is written to its node's
 	// object, so whoever reads a final status finds the results there.
 	unwritten := c.unwritten(cacheKey(&ic), states)
-	final := inFlight == 0 && len(results) == desired && unwritten == 0
+	final := inFlight == 0 && len(results)+len(skipped) == desired && unwritten == 0
 	if unwritten > 0 && later == 0 {
 		later = 2 * batchDelay
 	}
-	status := aggregateCount(&ic, desired, results, inFlight, unwritten, c.cfg.FailuresPerImage)
+	if !final {
+		// An agent going silent sends no event: look again when a live
+		// one's heartbeat expires, so the message names it (awayMessage).
+		for _, ns := range states {
+			if d := ns.agent.expires.Sub(now) + batchDelay; ns.agent.alive && (later == 0 || d < later) {
+				later = d
+			}
+		}
+	}
+	status := withSkipped(aggregateCount(&ic, desired-len(skipped), results, inFlight, unwritten, c.cfg.FailuresPerImage), skipped)
 	if refusedNodes > 0 {
 		status.Message += " " + firstRefusal.summary(refusedNodes)
 	}
-	if status.Status == api.ActionStatusProcessing && len(away) > 0 {
-		status.Message += fmt.Sprintf(" The pullrecords agent of %d node(s) is away (no heartbeat within %s): their removals are remembered and done when it reports again.",
-			len(away), c.cfg.AgentTimeout)
+	if status.Status == api.ActionStatusProcessing {
+		status.Message += c.awayMessage(states, away)
 	}
 	if final {
 		if err := c.finishAction(ctx, &ic, status, now); err != nil {
@@ -186,7 +200,8 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 type waitKind struct {
 	after time.Duration
 	pod   bool
-	away  bool // a purge waits for the node's agent, which is away
+	away  bool   // a purge waits for the node's agent, which is away
+	skip  string // Placement keeps pre-pull pods off the node: why
 }
 
 var inFlightWait = waitKind{pod: true}
@@ -302,6 +317,12 @@ func (c *Controller) decide(ctx context.Context, ic *api.ImageCache, req imageca
 		return result(out.status, out.reason, msg, del)
 	case !apierrors.IsNotFound(err):
 		return nil, waitKind{}, err
+	}
+	if ns.skip != "" {
+		// Placement (placement.go): no pod, and no presence answer, for a
+		// node pre-pull pods may not go to. A pod created while the node
+		// was eligible is still read above.
+		return nil, waitKind{skip: ns.skip}, nil
 	}
 	if agent.alive && !agent.reported(req.Image) {
 		c.nodeQueue.Add(req.Node) // make sure the image is in the node's spec
@@ -462,7 +483,12 @@ func (c *Controller) nodeImagesOf(node string) *api.NodeImages {
 
 // agentView is what the controller may believe of a node's agent.
 type agentView struct {
-	alive       bool
+	alive bool
+	// awaySince is the last heartbeat of an agent that reported once and
+	// then stopped for longer than AgentTimeout; zero otherwise.
+	awaySince time.Time
+	// expires is when a live agent's heartbeat stops being believed.
+	expires     time.Time
 	fullPercent int
 	observed    int64
 	generation  int64
@@ -471,11 +497,14 @@ type agentView struct {
 }
 
 func (c *Controller) agentView(ni *api.NodeImages, now time.Time) agentView {
-	if ni == nil || ni.Status.Agent == nil || now.Sub(ni.Status.Agent.HeartbeatTime.Time) > c.cfg.AgentTimeout {
+	if ni == nil || ni.Status.Agent == nil {
 		return agentView{}
 	}
+	if beat := ni.Status.Agent.HeartbeatTime.Time; now.Sub(beat) > c.cfg.AgentTimeout {
+		return agentView{awaySince: beat}
+	}
 	a := ni.Status.Agent
-	v := agentView{alive: true, observed: a.ObservedGeneration, generation: ni.Generation,
+	v := agentView{alive: true, expires: a.HeartbeatTime.Add(c.cfg.AgentTimeout), observed: a.ObservedGeneration, generation: ni.Generation,
 		spec: map[string]bool{}, presence: map[string]api.ImagePresence{}}
 	if a.ImageFsTotalBytes > 0 {
 		v.fullPercent = int(a.ImageFsUsedBytes * 100 / a.ImageFsTotalBytes)
@@ -489,6 +518,44 @@ func (c *Controller) agentView(ni *api.NodeImages, now time.Time) agentView {
 		v.presence[p.Image] = p
 	}
 	return v
+}
+
+// maxAwayNamed caps the nodes the away message names.
+const maxAwayNamed = 10
+
+// awayMessage names, for a Processing status, the nodes of the action whose
+// agent reported once and then went silent for longer than AgentTimeout
+// (with its last heartbeat), and the nodes a purge waits on (purgeWaits)
+// whose agent is not alive; "" when there are none. An agent's presence
+// reports are not believed once it is away.
+func (c *Controller) awayMessage(states map[string]*nodeState, purgeWaits map[string]bool) string {
+	var nodes []string
+	for n, ns := range states {
+		if !ns.agent.awaySince.IsZero() || purgeWaits[n] {
+			nodes = append(nodes, n)
+		}
+	}
+	if len(nodes) == 0 {
+		return ""
+	}
+	sort.Strings(nodes)
+	var parts []string
+	for i, n := range nodes {
+		if i == maxAwayNamed {
+			parts = append(parts, fmt.Sprintf("and %d more", len(nodes)-i))
+			break
+		}
+		if since := states[n].agent.awaySince; !since.IsZero() {
+			parts = append(parts, n+" since "+since.UTC().Format(time.RFC3339))
+		} else {
+			parts = append(parts, n+" (no heartbeat yet)")
+		}
+	}
+	msg := fmt.Sprintf(" The pullrecords agent of %d node(s) is away (no heartbeat within %s): %s.", len(nodes), c.cfg.AgentTimeout, strings.Join(parts, ", "))
+	if len(purgeWaits) > 0 {
+		msg += " Removals there are remembered and done when it reports again."
+	}
+	return msg
 }
 
 func (v agentView) generationSeen() bool { return v.alive && v.observed >= v.generation }
@@ -507,6 +574,7 @@ type nodeState struct {
 	node  *corev1.Node
 	ni    *api.NodeImages
 	agent agentView
+	skip  string // why Placement keeps pre-pull pods off the node; "" if it does not
 }
 
 // budget is the room for new pre-pull pods during one sync: the in-flight
@@ -790,7 +858,7 @@ func countsText(n *api.ResultCounts) string {
 	if n == nil {
 		return ""
 	}
-	return fmt.Sprintf("%d pulled, %d already present, %d failed, %d unknown of %d", n.Succeeded, n.AlreadyPulled, n.Failed, n.Unknown, n.Desired)
+	return fmt.Sprintf("%d pulled, %d already present, %d failed, %d unknown, %d skipped of %d", n.Succeeded, n.AlreadyPulled, n.Failed, n.Unknown, n.Skipped, n.Desired)
 }
 
 // statusInterval is how often an action's progress (counts) is written.

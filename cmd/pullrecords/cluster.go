@@ -67,6 +67,8 @@ func newControllerCmd(g *globalOptions) *cobra.Command {
 		ns, id   string
 		leaderOn bool
 		opsAddr  string
+		// tolerations are --prepull-toleration's values, parsed in RunE.
+		tolerations []string
 	)
 	cmd := &cobra.Command{
 		Use:   "controller",
@@ -88,6 +90,13 @@ Deploy it with deploy/cluster (see cluster/README.md in the repository).`,
 				return err
 			}
 			cfg.RefreshInterval = interval
+			for _, s := range tolerations {
+				t, err := controller.ParseToleration(s)
+				if err != nil {
+					return usageErrorf("--prepull-toleration: %v", err)
+				}
+				cfg.Placement.Tolerations = append(cfg.Placement.Tolerations, t)
+			}
 			rc, err := client.config()
 			if err != nil {
 				return err
@@ -142,6 +151,17 @@ Deploy it with deploy/cluster (see cluster/README.md in the repository).`,
 		"distinct images one ImageCache may list; a larger cache is refused (status Failed, reason CacheTooLarge)")
 	f.IntVar(&cfg.MaxCacheImagesPerNode, "max-cache-images-per-node", controller.DefaultMaxCacheImagesPerNode,
 		"(cache, image) entries one node's NodeImages holds (keeps it under 1 MiB; longer names count as more); over it, caches are admitted by fair shares across namespaces and the rest refused (reason NodeImageLimit)")
+	f.StringArrayVar(&tolerations, "prepull-toleration", nil,
+		"a taint pre-pull pods may land on, repeatable: key=value:Effect (that taint), key:Effect (any value) or Exists (every taint); "+
+			"Effect is NoSchedule, NoExecute or PreferNoSchedule. These are the pods' only tolerations (none by default: nodes with a NoSchedule "+
+			"or NoExecute taint get no pod) and each grants every tenant's ImageCaches the right to pull their images, with their secrets, on "+
+			"every node it tolerates; Exists grants every tainted node (dedicated pools included)")
+	f.BoolVar(&cfg.Placement.IncludeControlPlane, "include-control-plane-nodes", false,
+		"let pre-pull pods onto control-plane nodes (labelled node-role.kubernetes.io/control-plane or master), tolerating their "+
+			"NoSchedule taint: every tenant's images, pulled with its secrets, then land next to the API server and etcd")
+	f.BoolVar(&cfg.Placement.IncludeCordoned, "include-cordoned-nodes", false,
+		"let pre-pull pods onto cordoned nodes (spec.unschedulable), tolerating node.kubernetes.io/unschedulable:NoSchedule: "+
+			"nodes drained for maintenance or retirement keep getting images")
 	f.BoolVar(&leaderOn, "leader-elect", true, "elect one leader among replicas through a Lease")
 	f.StringVar(&ns, "leader-elect-namespace", envOr("POD_NAMESPACE", "pullrecords-system"), "namespace of the Lease")
 	f.StringVar(&id, "leader-elect-identity", os.Getenv("POD_NAME"), "this replica's identity (default: the host name)")
