@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -89,6 +90,11 @@ func TestMetricsAndHealth(t *testing.T) {
 		map[string]string{"example.com/old:1": "example.com/old:1", "example.com/busy:1": "example.com/busy:1"}))
 	h.run(t)
 	ni := waitFor(t, h.dyn, node, "agent report", reported)
+	// The round counts its report once the write has returned, a moment
+	// after the object shows it.
+	for end := time.Now().Add(deadline); metricValue(t, reg, "pullrecords_agent_reports_total", nil) < 1 && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if len(ni.Status.Images) != 4 {
 		t.Fatalf("status.images = %+v, want 4 entries", ni.Status.Images)
 	}
