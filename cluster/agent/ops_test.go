@@ -8,47 +8,25 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/pullrecords/pullrecords/cluster/internal/metricstest"
 	"github.com/pullrecords/pullrecords/cri/critest"
 )
 
-// metricValue is the value of name{labels} (counter or gauge) in reg.
+// metricValue is the value of name{labels} (counter or gauge) in reg; a
+// missing series fails the test.
 func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()
-	families, err := reg.Gather()
+	v, ok, err := metricstest.Value(reg, name, labels)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if labelsAre(m, labels) {
-				if c := m.GetCounter(); c != nil {
-					return c.GetValue()
-				}
-				return m.GetGauge().GetValue()
-			}
-		}
+	if !ok {
+		t.Fatalf("no series %s%v", name, labels)
 	}
-	t.Fatalf("no series %s%v", name, labels)
-	return 0
-}
-
-func labelsAre(m *dto.Metric, labels map[string]string) bool {
-	if len(m.GetLabel()) != len(labels) {
-		return false
-	}
-	for _, l := range m.GetLabel() {
-		if labels[l.GetName()] != l.GetValue() {
-			return false
-		}
-	}
-	return true
+	return v
 }
 
 // The agent's metrics count its reports, failed rounds and purge checks;

@@ -7,53 +7,24 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/pullrecords/pullrecords/cluster/api"
 	"github.com/pullrecords/pullrecords/cluster/controller"
+	"github.com/pullrecords/pullrecords/cluster/internal/metricstest"
 )
 
 // metricValue is the value of the series name{labels} in reg (counter or
 // gauge), and whether it exists.
 func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) (float64, bool) {
 	t.Helper()
-	families, err := reg.Gather()
+	v, ok, err := metricstest.Value(reg, name, labels)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if matches(m, labels) {
-				if c := m.GetCounter(); c != nil {
-					return c.GetValue(), true
-				}
-				return m.GetGauge().GetValue(), true
-			}
-		}
-	}
-	return 0, false
-}
-
-func matches(m *dto.Metric, labels map[string]string) bool {
-	got := map[string]string{}
-	for _, l := range m.GetLabel() {
-		got[l.GetName()] = l.GetValue()
-	}
-	if len(got) != len(labels) {
-		return false
-	}
-	for k, v := range labels {
-		if got[k] != v {
-			return false
-		}
-	}
-	return true
+	return v, ok
 }
 
 func (e *env) newOpsController(m *controller.Metrics) *controller.Controller {
