@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,4 +64,21 @@ func withSecretHint(ic *api.ImageCache, message string) string {
 	}
 	return fmt.Sprintf("%s (the registry refused the credentials of imagePullSecrets %s: check that each exists in namespace %s and holds credentials for this registry)",
 		message, strings.Join(names, ", "), ic.Namespace)
+}
+
+// namedList sorts names and joins text(name) for each with ", ", naming
+// at most limit of them and then "and N more": a status message stays short
+// however many nodes it is about.
+func namedList(names []string, limit int, text func(string) string) string {
+	sorted := append([]string(nil), names...)
+	sort.Strings(sorted)
+	var parts []string
+	for i, n := range sorted {
+		if i == limit {
+			parts = append(parts, fmt.Sprintf("and %d more", len(sorted)-i))
+			break
+		}
+		parts = append(parts, text(n))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -305,14 +304,6 @@ func skipSummary(skipped []skippedPair) string {
 	for n := range why {
 		nodes = append(nodes, n)
 	}
-	sort.Strings(nodes)
-	var parts []string
-	for i, n := range nodes {
-		if i == maxSkippedNamed {
-			parts = append(parts, fmt.Sprintf("and %d more", len(nodes)-i))
-			break
-		}
-		parts = append(parts, n+" "+why[n])
-	}
-	return fmt.Sprintf("%d node(s) skipped by the controller's placement rules: %s.", len(nodes), strings.Join(parts, ", "))
+	list := namedList(nodes, maxSkippedNamed, func(n string) string { return n + " " + why[n] })
+	return fmt.Sprintf("%d node(s) skipped by the controller's placement rules: %s.", len(nodes), list)
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -538,20 +537,13 @@ func (c *Controller) awayMessage(states map[string]*nodeState, purgeWaits map[st
 	if len(nodes) == 0 {
 		return ""
 	}
-	sort.Strings(nodes)
-	var parts []string
-	for i, n := range nodes {
-		if i == maxAwayNamed {
-			parts = append(parts, fmt.Sprintf("and %d more", len(nodes)-i))
-			break
-		}
+	list := namedList(nodes, maxAwayNamed, func(n string) string {
 		if since := states[n].agent.awaySince; !since.IsZero() {
-			parts = append(parts, n+" since "+since.UTC().Format(time.RFC3339))
-		} else {
-			parts = append(parts, n+" (no heartbeat yet)")
+			return n + " since " + since.UTC().Format(time.RFC3339)
 		}
-	}
-	msg := fmt.Sprintf(" The pullrecords agent of %d node(s) is away (no heartbeat within %s): %s.", len(nodes), c.cfg.AgentTimeout, strings.Join(parts, ", "))
+		return n + " (no heartbeat yet)"
+	})
+	msg := fmt.Sprintf(" The pullrecords agent of %d node(s) is away (no heartbeat within %s): %s.", len(nodes), c.cfg.AgentTimeout, list)
 	if len(purgeWaits) > 0 {
 		msg += " Removals there are remembered and done when it reports again."
 	}
