@@ -44,3 +44,16 @@ func TestNoRequestsMessageSaysWhy(t *testing.T) {
 		t.Errorf("no node matched: %q", got)
 	}
 }
+
+// The merge patch that drops the action's annotations sets each to null
+// and nothing else, whatever characters a name holds.
+func TestDropAnnotationsPatch(t *testing.T) {
+	got, err := dropAnnotationsPatch([]string{"kubefledged.io/refresh-imagecache", `odd"name`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"metadata":{"annotations":{"kubefledged.io/refresh-imagecache":null,"odd\"name":null}}}`
+	if string(got) != want {
+		t.Errorf("patch %s, want %s", got, want)
+	}
+}

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -788,6 +789,16 @@ func aggregateCount(ic *api.ImageCache, desired int, results []imagecache.ImageW
 	return st
 }
 
+// dropAnnotationsPatch is the JSON merge patch that removes the
+// annotations names (a null value deletes a key).
+func dropAnnotationsPatch(names []string) ([]byte, error) {
+	null := make(map[string]any, len(names))
+	for _, n := range names {
+		null[n] = nil
+	}
+	return json.Marshal(map[string]any{"metadata": map[string]any{"annotations": null}})
+}
+
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -809,16 +820,12 @@ func (c *Controller) finishAction(ctx context.Context, ic *api.ImageCache, st ap
 		}
 	}
 	if len(drop) > 0 {
-		patch := `{"metadata":{"annotations":{`
-		for i, a := range drop {
-			if i > 0 {
-				patch += ","
-			}
-			patch += fmt.Sprintf("%q:null", a)
+		patch, err := dropAnnotationsPatch(drop)
+		if err != nil {
+			return err
 		}
-		patch += "}}}"
 		if _, err := c.cfg.Dynamic.Resource(api.ImageCacheResource).Namespace(ic.Namespace).
-			Patch(ctx, ic.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: fieldManager}); err != nil {
+			Patch(ctx, ic.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}); err != nil {
 			return fmt.Errorf("removing annotations %v: %w", drop, err)
 		}
 	}
