@@ -3,7 +3,10 @@
 # tools/k8s (k8s.io/kubernetes v1.37.2, go.etcd.io/etcd/server/v3 v3.7.0) and
 # keeps them in a cache directory outside the repository, keyed by the pin
 # file's hash, so that only the first run pays for the build (~10 min cold on
-# 2 cores). Prints the directory holding the three programs.
+# 2 cores). Prints the directory holding the three programs. With --check
+# it builds nothing: it prints the directory if the programs are built, else
+# says how to build them and exits 3 (tests use that, so a missing build
+# fails at once instead of running for ten minutes inside go test).
 #
 #   PULLRECORDS_K8S_CACHE  cache root (default: ~/.cache/pullrecords-k8s)
 set -euo pipefail
@@ -18,6 +21,10 @@ out="${root}/${key}"
 if [ -x "${out}/kube-apiserver" ] && [ -x "${out}/etcd" ] && [ -x "${out}/kubelet" ]; then
 	echo "${out}"
 	exit 0
+fi
+if [ "${1:-}" = --check ]; then
+	echo "kube-apiserver, etcd and kubelet v1.37.2 are not built in ${out}; build them with: bash scripts/k8s-binaries.sh (about 10 minutes on 2 cores), or set PULLRECORDS_K8S_BIN" >&2
+	exit 3
 fi
 mkdir -p "${root}"
 # One build at a time (test binaries of several packages may ask at once);

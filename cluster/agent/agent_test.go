@@ -53,10 +53,7 @@ var crdOnce sync.Once
 // NodeImages CRD installed.
 func admin(t *testing.T) dynamic.Interface {
 	t.Helper()
-	s := apiservertest.Current()
-	if s == nil {
-		t.Fatal("no API server (TestMain)")
-	}
+	s := apiservertest.Need(t)
 	var err error
 	crdOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), deadline)

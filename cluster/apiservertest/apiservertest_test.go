@@ -79,11 +79,7 @@ func alive(pid int) bool {
 
 func server(t *testing.T) *apiservertest.Server {
 	t.Helper()
-	s := apiservertest.Current()
-	if s == nil {
-		t.Fatal("Current() is nil inside Main")
-	}
-	return s
+	return apiservertest.Need(t)
 }
 
 func clientset(t *testing.T, cfg *rest.Config) *kubernetes.Clientset {
@@ -448,5 +444,22 @@ func TestBinDirFromEnv(t *testing.T) {
 	t.Setenv("PULLRECORDS_K8S_BIN", empty)
 	if _, err := apiservertest.BinDir(); err == nil || !strings.Contains(err.Error(), empty) || !strings.Contains(err.Error(), "PULLRECORDS_K8S_BIN") {
 		t.Errorf("BinDir with an empty directory: err = %v", err)
+	}
+}
+
+// Without PULLRECORDS_K8S_BIN and without a build in the cache, BinDir
+// builds nothing: it fails at once with the command that builds the
+// programs.
+func TestBinDirDoesNotBuild(t *testing.T) {
+	t.Setenv("PULLRECORDS_K8S_BIN", "")
+	cache := t.TempDir()
+	t.Setenv("PULLRECORDS_K8S_CACHE", cache)
+	_, err := apiservertest.BinDir()
+	if err == nil || !strings.Contains(err.Error(), "bash scripts/k8s-binaries.sh") {
+		t.Errorf("BinDir with an empty cache: err = %v, want the build command", err)
+	}
+	entries, _ := os.ReadDir(cache)
+	if len(entries) != 0 {
+		t.Errorf("BinDir wrote into the cache: %v", entries)
 	}
 }

@@ -3,17 +3,22 @@
 // kubelet identities, service account tokens from the TokenRequest API and
 // server-side apply of YAML manifests.
 //
-// Typical use, one server per test binary:
+// Typical use, at most one server per test binary, started by the first
+// test that needs it (a run of pure tests starts none):
 //
 //	func TestMain(m *testing.M) {
 //		os.Exit(apiservertest.Main(m, apiservertest.Options{NodeNames: []string{"node-a"}}))
 //	}
 //
 //	func TestX(t *testing.T) {
-//		s := apiservertest.Current()
+//		s := apiservertest.Need(t)
 //		cs := kubernetes.NewForConfigOrDie(s.Admin)
 //		...
 //	}
+//
+// BinDir never builds the Kubernetes programs: when they are missing, Need
+// fails the test at once with the command that builds them
+// (scripts/k8s-binaries.sh, about ten minutes cold).
 //
 // # Guarantees
 //

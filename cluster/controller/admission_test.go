@@ -20,7 +20,7 @@ import (
 // manifests cannot rot.
 func TestDeployManifestsApply(t *testing.T) {
 	install(t)
-	err := apiservertest.Apply(t.Context(), apiservertest.Current().Admin,
+	err := apiservertest.Apply(t.Context(), apiservertest.Need(t).Admin,
 		repoFile("deploy", "cluster", "controller.yaml"), repoFile("deploy", "cluster", "agent.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +49,7 @@ func TestDeployManifestsApply(t *testing.T) {
 func TestLeastPrivilege(t *testing.T) {
 	e := newEnv(t)
 	nodeA, nodeB := e.addNode("a", true), e.addNode("b", true)
-	s := apiservertest.Current()
+	s := apiservertest.Need(t)
 	ctl := kubernetes.NewForConfigOrDie(e.ctlCfg)
 
 	// A Secret nobody of ours may read.

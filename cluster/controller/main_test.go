@@ -42,6 +42,7 @@ var installOnce sync.Once
 // admission policies) once per test binary: what a cluster admin applies.
 func install(t testing.TB) {
 	t.Helper()
+	apiservertest.Need(t)
 	var err error
 	installOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -99,7 +100,7 @@ func newBenchEnv(b *testing.B, suffix string) *env {
 func newEnvNamed(t testing.TB, name string) *env {
 	t.Helper()
 	install(t)
-	s := apiservertest.Current()
+	s := apiservertest.Need(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	name = strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(name))

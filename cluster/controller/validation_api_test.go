@@ -123,7 +123,7 @@ func TestAdoptedDuplicatesStillServed(t *testing.T) {
 	if err := os.WriteFile(old, []byte(loose), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := apiservertest.Current()
+	s := apiservertest.Need(t)
 	if err := apiservertest.Apply(e.ctx, s.Admin, old); err != nil {
 		t.Fatal(err)
 	}

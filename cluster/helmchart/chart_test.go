@@ -229,7 +229,7 @@ func TestNamespaceMovesPolicies(t *testing.T) {
 func TestRenderedChartApplies(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s := apiservertest.Current()
+	s := apiservertest.Need(t)
 	dir := t.TempDir()
 	defaults := filepath.Join(dir, "defaults.yaml")
 	crio := filepath.Join(dir, "crio.yaml")
