@@ -363,9 +363,23 @@ func waitForPolicies(ctx context.Context) error {
 	kube := kubernetes.NewForConfigOrDie(cfg)
 	probe := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "policy-probe", Namespace: "pullrecords-system"},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x:1"}}}}
+	// An unlabelled pod the delete policy must keep the controller from
+	// deleting (probed with dry-run deletes).
+	admin := kubernetes.NewForConfigOrDie(s.Admin)
+	if _, err := admin.CoreV1().Pods("pullrecords-system").Create(ctx, probe, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	created, deleted := false, false
 	for {
-		_, err := kube.CoreV1().Pods("pullrecords-system").Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err != nil && strings.Contains(err.Error(), "controlled by an ImageCache") {
+		if !created {
+			_, err = kube.CoreV1().Pods("pullrecords-system").Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			created = err != nil && strings.Contains(err.Error(), "controlled by an ImageCache")
+		}
+		if !deleted {
+			err = kube.CoreV1().Pods("pullrecords-system").Delete(ctx, probe.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+			deleted = err != nil && strings.Contains(err.Error(), "may delete only its own")
+		}
+		if created && deleted {
 			return nil
 		}
 		select {
