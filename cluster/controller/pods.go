@@ -62,9 +62,9 @@ const (
 // twice, and distinct for every other image set.
 func podName(ic *api.ImageCache, batch, node string, images []string) string {
 	h := sha256.New()
-	h.Write([]byte(string(ic.UID) + "\x00" + batch + "\x00" + node))
-	for _, img := range images {
-		h.Write([]byte("\x00" + img))
+	// Each part length-prefixed: no two lists of names hash alike.
+	for _, part := range append([]string{string(ic.UID), batch, node}, images...) {
+		h.Write([]byte(strconv.Itoa(len(part)) + ":" + part))
 	}
 	sum := h.Sum(nil)
 	prefix := ic.Name
