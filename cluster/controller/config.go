@@ -35,9 +35,11 @@ type Config struct {
 	// PriorityClassName is given to pre-pull pods when set.
 	PriorityClassName string
 
-	// PullDeadline bounds each pre-pull pod: one the node has not finished
-	// within it fails with what it last reported. Default 5m (kube-fledged's
-	// --image-pull-deadline-duration, here per pull instead of per batch).
+	// PullDeadline bounds each pull of a pre-pull pod: the images still
+	// waiting when the pod made no progress (no container started or
+	// finished) for this long fail with what each last reported. Default 5m
+	// (kube-fledged's --image-pull-deadline-duration, here per pull instead
+	// of per batch).
 	PullDeadline time.Duration
 	// RefreshInterval re-checks every cache this long after its last
 	// action completed; kube-fledged's --image-cache-refresh-frequency.

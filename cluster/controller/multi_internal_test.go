@@ -143,3 +143,24 @@ func TestMaxImagesPerPodBounds(t *testing.T) {
 		}
 	}
 }
+
+// The kubelet pulls a pod's images one after another: an image waiting
+// behind a slow one has the deadline from the pod's last progress, not
+// from its creation.
+func TestDeadlineCountsFromLastProgress(t *testing.T) {
+	created := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	done := metav1.NewTime(created.Add(50 * time.Second))
+	pod := multiPod(created, []string{"reg/big:1", "reg/next:1"}, map[string]corev1.ContainerState{
+		"prepull-0": {Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, StartedAt: done, FinishedAt: done}},
+		"prepull-1": waitingState("ContainerCreating", ""),
+	})
+	if o := containerOutcome(pod, "prepull-1", created.Add(70*time.Second), time.Minute); o.final {
+		t.Errorf("20s after the previous image finished, with a minute's deadline: %+v", o)
+	}
+	if o := containerOutcome(pod, "prepull-1", created.Add(110*time.Second), time.Minute); !o.final || o.status != imagecache.StatusFailed {
+		t.Errorf("a minute after the pod's last progress: %+v, want failed", o)
+	}
+	if got := lastProgress(pod); !got.Equal(done.Time) {
+		t.Errorf("lastProgress = %v, want %v", got, done.Time)
+	}
+}

@@ -235,9 +235,10 @@ func allFinal(outs map[string]outcome) bool {
 // matters). A pull error the kubelet reports for that container ends its
 // pull as failed with the kubelet's reason and message (a registry's 401
 // is in the message); the other containers are not affected. The helper
-// init container failing fails every image of the pod. An image the node
-// has not finished within deadline of the pod's creation fails with what
-// its container last said.
+// init container failing fails every image of the pod. An image still
+// waiting when the pod made no progress for deadline (lastProgress: the
+// kubelet pulls a pod's images one after another, so each pull gets the
+// deadline, not the pod) fails with what its container last said.
 func containerOutcome(pod *corev1.Pod, name string, now time.Time, deadline time.Duration) outcome {
 	if pod.Status.Phase == corev1.PodSucceeded {
 		return outcome{final: true, status: imagecache.StatusSucceeded}
@@ -270,7 +271,7 @@ func containerOutcome(pod *corev1.Pod, name string, now time.Time, deadline time
 	if pod.Status.Phase == corev1.PodFailed {
 		return outcome{final: true, status: imagecache.StatusFailed, reason: nonEmpty(pod.Status.Reason, "PodFailed"), message: pod.Status.Message}
 	}
-	if now.Sub(pod.CreationTimestamp.Time) >= deadline {
+	if now.Sub(lastProgress(pod)) >= deadline {
 		if last != nil {
 			return outcome{final: true, status: imagecache.StatusFailed, reason: nonEmpty(last.Reason, "PullDeadlineExceeded"),
 				message: fmt.Sprintf("not pulled within %s: %s", deadline, waitingText(last))}
@@ -279,6 +280,30 @@ func containerOutcome(pod *corev1.Pod, name string, now time.Time, deadline time
 			message: fmt.Sprintf("the node reported nothing on the pre-pull pod within %s; check that the node is Ready and its kubelet runs", deadline)}
 	}
 	return outcome{status: imagecache.StatusJobCreated}
+}
+
+// lastProgress is when the pod last moved: its creation, or the latest
+// start or finish of any of its containers. The kubelet pulls each
+// container's image just before starting it, in order.
+func lastProgress(pod *corev1.Pod) time.Time {
+	t := pod.CreationTimestamp.Time
+	later := func(m metav1.Time) {
+		if m.After(t) {
+			t = m.Time
+		}
+	}
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, cs := range list {
+			if r := cs.State.Running; r != nil {
+				later(r.StartedAt)
+			}
+			if x := cs.State.Terminated; x != nil {
+				later(x.StartedAt)
+				later(x.FinishedAt)
+			}
+		}
+	}
+	return t
 }
 
 func nonEmpty(s, fallback string) string {

@@ -304,7 +304,7 @@ func (c *Controller) decide(ctx context.Context, ic *api.ImageCache, req imageca
 		outs := podOutcomes(in.pod, now, c.cfg.PullDeadline)
 		out := outs[in.container]
 		if !out.final {
-			return nil, waitKind{pod: true, after: in.pod.CreationTimestamp.Add(c.cfg.PullDeadline).Sub(now)}, nil
+			return nil, waitKind{pod: true, after: lastProgress(in.pod).Add(c.cfg.PullDeadline).Sub(now)}, nil
 		}
 		// A pod with a failed pull is deleted once every image of it has
 		// its result (else the kubelet keeps retrying the pull; the result
