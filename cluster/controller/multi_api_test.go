@@ -69,3 +69,61 @@ func TestMultiImagePodsGiveResultsPerImage(t *testing.T) {
 	}
 	e.waitFor("the action's pods deleted", func() bool { return len(e.managedPods()) == 0 })
 }
+
+// Two caches want the same images on one node, one with the secret the
+// registry accepts and one without: each reads only its own pod's
+// containers, so the pull the first cache's pod made is never the
+// second's answer for the private image.
+func TestMultiImagePodsAreReadPerCache(t *testing.T) {
+	e := newEnv(t)
+	node := e.addNode("n", true)
+	e.kubelet.Pause(node)
+	e.startController(controller.Config{})
+	spec := fmt.Sprintf("  cacheSpec:\n  - images: [registry.test/private/x:1, registry.test/public/y:1]\n    nodeSelector: {%s: \"yes\"}\n", e.label)
+	e.applyCache("with", spec+"  imagePullSecrets: [{name: regcred}]\n")
+	e.applyCache("without", spec)
+	e.waitFor("one pod per cache", func() bool { return len(e.managedPods()) == 2 })
+	e.kubelet.Resume(node)
+	with := e.waitDone("with", api.ReasonImageCacheCreate)
+	without := e.waitDone("without", api.ReasonImageCacheCreate)
+	if with.Status.Status != api.ActionStatusSucceeded || with.Status.Counts.Succeeded != 2 {
+		t.Errorf("the cache with the secret: %q %+v", with.Status.Status, with.Status.Counts)
+	}
+	n := without.Status.Counts
+	if without.Status.Status != api.ActionStatusFailed || n.Succeeded != 1 || n.Failed != 1 || n.AlreadyPulled != 0 {
+		t.Errorf("the cache without the secret: %q %+v, want the private image failed and the public one pulled", without.Status.Status, n)
+	}
+	if f := without.Status.Failures["registry.test/private/x:1"]; len(f) != 1 || f[0].Reason != "ErrImagePull" {
+		t.Errorf("the cache without the secret: failures %+v", without.Status.Failures)
+	}
+}
+
+// A pod with a failed pull is deleted once every image of it has its
+// result written, while the action still waits on another node (else the
+// kubelet would keep retrying the failed pull); its pulled image keeps its
+// result.
+func TestMultiImagePodWithAFailureGoesOnceAllAreWritten(t *testing.T) {
+	e := newEnv(t)
+	n1, n2 := e.addNode("n1", true), e.addNode("n2", true)
+	e.kubelet.Pause(n2)
+	e.startController(controller.Config{})
+	e.applyCache("c", fmt.Sprintf("  cacheSpec:\n  - images: [registry.test/public/a:1, registry.test/private/x:1]\n    nodeSelector: {%s: \"yes\"}\n", e.label))
+	e.waitFor("n1's pod deleted, n2's still there", func() bool {
+		pods := e.managedPods()
+		return len(pods) == 1 && pods[0].Spec.NodeName == n2
+	})
+	got := map[string]string{}
+	for _, r := range e.nodeImages(n1).Status.Results {
+		got[r.Image] = r.Status
+	}
+	if got["registry.test/public/a:1"] != "succeeded" || got["registry.test/private/x:1"] != "failed" {
+		t.Errorf("n1's results when its pod went: %v", got)
+	}
+	if ic := e.cache("c"); ic.Status.Status != api.ActionStatusProcessing {
+		t.Errorf("status %q while n2 has not answered, want Processing", ic.Status.Status)
+	}
+	e.kubelet.Resume(n2)
+	if ic := e.waitDone("c", api.ReasonImageCacheCreate); ic.Status.Counts.Succeeded != 2 || ic.Status.Counts.Failed != 2 {
+		t.Errorf("counts %+v, want 2 pulled and 2 failed", ic.Status.Counts)
+	}
+}
