@@ -188,12 +188,16 @@ func TestClusterImageCache(t *testing.T) {
 	c.mustHaveImage("node-c", c.images["tool"], true)
 	c.mustHaveRecord("node-c", tenantA+"/regcred")
 
-	// 5. A wrong password: Failed, the failure listed per node.
-	c.applyCache(tenantC, "bad", []string{c.images["app"]}, "badcred")
+	// 5. A wrong password: Failed, the failure listed per node. The public
+	//    image in the same pods is pulled all the same (the kubelet goes on
+	//    to the next container), and only it counts as pulled.
+	c.applyCache(tenantC, "bad", []string{c.images["app"], c.images["ok"]}, "badcred")
 	ic = c.waitDone(tenantC, "bad", api.ReasonImageCacheCreate)
-	if ic.Status.Status != api.ActionStatusFailed || len(ic.Status.Failures[c.images["app"]]) != 3 {
-		t.Fatalf("wrong password: %s %+v", ic.Status.Status, ic.Status.Failures)
+	if ic.Status.Status != api.ActionStatusFailed || len(ic.Status.Failures[c.images["app"]]) != 3 || len(ic.Status.Failures) != 1 ||
+		ic.Status.Counts.Succeeded != 3 || ic.Status.Counts.Failed != 3 {
+		t.Fatalf("wrong password: %s %+v %+v", ic.Status.Status, ic.Status.Counts, ic.Status.Failures)
 	}
+	c.eventually("the wrong password's pods are gone", func() bool { return c.noPrepullPods(tenantC) })
 	for _, f := range ic.Status.Failures[c.images["app"]] {
 		if !strings.Contains(strings.ToLower(f.Message), "unauthorized") && !strings.Contains(f.Message, "401") {
 			t.Errorf("failure on %s does not say the registry refused: %+v", f.Node, f)
@@ -402,6 +406,7 @@ func setUp(t *testing.T, ctx context.Context) *cluster {
 	}
 	push("web", c.open, "public/web:1", withTag("web"), []string{"/pause"}, nil)
 	push("late", c.open, "public/late:1", withTag("late"), []string{"/pause"}, nil)
+	push("ok", c.open, "public/ok:1", withTag("ok"), []string{"/pause"}, nil)
 	push("stable", c.open, "public/s:stable", withTag("s"), []string{"/pause"}, nil)
 	push("v1", c.open, "public/s:v1", withTag("s"), []string{"/pause"}, nil)
 	push("app", c.priv, "tenant-a/app:1", withTag("app"), []string{"/pause"}, c.auth)
