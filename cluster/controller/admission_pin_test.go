@@ -26,7 +26,7 @@ const (
 	denyHost     = "host namespaces"
 	denyVolume   = "exactly one volume"
 	denyInit     = "exactly one init container"
-	denyApp      = "exactly one container, prepull"
+	denyApp      = "1 to 64 containers, each named prepull-<n>"
 	denyEnv      = "no env or envFrom"
 	denyPorts    = "no ports"
 	denyMounts   = "mount only the noop volume"
@@ -55,7 +55,24 @@ func TestAdmissionPinsPrepullPods(t *testing.T) {
 	if _, err := e.admin.NodeV1().RuntimeClasses().Create(e.ctx, rc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	base := controller.PrepullPodForTest(controller.Config{NoopImage: testNoopImage}, ic, node, "registry.test/x:1")
+	cfg := controller.Config{NoopImage: testNoopImage}
+	base := controller.PrepullPodForTest(cfg, ic, node, "registry.test/x:1", "registry.test/y:1", "registry.test/z:1")
+	images := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("registry.test/img-%d:1", i)
+		}
+		return out
+	}
+	// withImages replaces p by the controller's pod for n images, keeping
+	// p's name.
+	withImages := func(n int) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			name := p.Name
+			*p = *controller.PrepullPodForTest(cfg, ic, node, images(n)...)
+			p.Name = name
+		}
+	}
 
 	// The pod as built is admitted (really created once).
 	if _, err := ctl.CoreV1().Pods(e.ns).Create(e.ctx, base.DeepCopy(), metav1.CreateOptions{}); err != nil {
@@ -115,6 +132,24 @@ func TestAdmissionPinsPrepullPods(t *testing.T) {
 		{"args", func(p *corev1.Pod) { app(p).Args = []string{"x"} }, denyApp},
 		{"no command", func(p *corev1.Pod) { app(p).Command = nil }, denyApp},
 		{"image not the annotated one", func(p *corev1.Pod) { app(p).Image = "registry.test/evil:1" }, denyApp},
+		{"a later container's image not the annotated one", func(p *corev1.Pod) { p.Spec.Containers[2].Image = "registry.test/evil:1" }, denyApp},
+		{"annotation and image changed together", func(p *corev1.Pod) {
+			// Allowed: the annotation is not a look-up of the cache's images
+			// (see admission.yaml), only the record of what each container pulls.
+			p.Spec.Containers[1].Image = "registry.test/other:1"
+			p.Annotations["pullrecords.io/image.prepull-1"] = "registry.test/other:1"
+		}, ""},
+		{"a container without its annotation", func(p *corev1.Pod) { delete(p.Annotations, "pullrecords.io/image.prepull-1") }, denyApp},
+		{"annotation of another container's name", func(p *corev1.Pod) {
+			p.Spec.Containers[1].Name = "prepull-7"
+		}, denyApp},
+		{"the old single container name", func(p *corev1.Pod) {
+			p.Annotations["pullrecords.io/image.prepull"] = app(p).Image
+			app(p).Name = "prepull"
+		}, denyApp},
+		{"one image", withImages(1), ""},
+		{"64 images", withImages(64), ""},
+		{"65 images", withImages(65), denyApp},
 		{"second container", func(p *corev1.Pod) {
 			c := *app(p).DeepCopy()
 			c.Name = "second"

@@ -35,9 +35,11 @@ type Config struct {
 	// PriorityClassName is given to pre-pull pods when set.
 	PriorityClassName string
 
-	// PullDeadline bounds each pre-pull pod: one the node has not finished
-	// within it fails with what it last reported. Default 5m (kube-fledged's
-	// --image-pull-deadline-duration, here per pull instead of per batch).
+	// PullDeadline bounds each pull of a pre-pull pod: the images still
+	// waiting when the pod made no progress (no container started or
+	// finished) for this long fail with what each last reported. Default 5m
+	// (kube-fledged's --image-pull-deadline-duration, here per pull instead
+	// of per batch).
 	PullDeadline time.Duration
 	// RefreshInterval re-checks every cache this long after its last
 	// action completed; kube-fledged's --image-cache-refresh-frequency.
@@ -47,6 +49,12 @@ type Config struct {
 	// exist at once on one node and in the whole cluster. Defaults 2, 200.
 	MaxInFlightPerNode int
 	MaxInFlight        int
+	// MaxImagesPerPod bounds the images one pre-pull pod pulls (one
+	// container each): a node's images that need a pull go, in spec order,
+	// into pods of at most this many, and MaxInFlightPerNode counts pods.
+	// Default 32; 1..64 (deploy/cluster/admission.yaml admits at most 64
+	// containers).
+	MaxImagesPerPod int
 	// AgentTimeout is how old an agent's heartbeat may be before the
 	// controller stops trusting its presence report and falls back to the
 	// node status. Default 3m.
@@ -124,6 +132,7 @@ func (c *Config) setDefaults() error {
 	def(&c.AgentTimeout, 3*time.Minute)
 	defInt(&c.MaxInFlightPerNode, 2)
 	defInt(&c.MaxInFlight, 200)
+	defInt(&c.MaxImagesPerPod, defaultMaxImagesPerPod)
 	defInt(&c.MaxImageFsUsedPercent, 85)
 	defInt(&c.FailuresPerImage, 10)
 	defInt(&c.CacheWorkers, 2)
@@ -138,6 +147,8 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("%w: PullDeadline and AgentTimeout must be positive", ErrInvalidConfig)
 	case c.MaxInFlightPerNode < 0 || c.MaxInFlight < 0 || c.FailuresPerImage < 0 || c.CacheWorkers < 0 || c.NodeWorkers < 0:
 		return fmt.Errorf("%w: limits and worker counts must be positive", ErrInvalidConfig)
+	case c.MaxImagesPerPod < 1 || c.MaxImagesPerPod > maxImagesPerPodLimit:
+		return fmt.Errorf("%w: MaxImagesPerPod %d is not in 1..%d", ErrInvalidConfig, c.MaxImagesPerPod, maxImagesPerPodLimit)
 	case c.MaxImageFsUsedPercent < 0 || c.MaxImageFsUsedPercent > 100:
 		return fmt.Errorf("%w: MaxImageFsUsedPercent %d is not in 1..100", ErrInvalidConfig, c.MaxImageFsUsedPercent)
 	}

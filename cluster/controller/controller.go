@@ -87,6 +87,10 @@ type pendingResult struct {
 type createdPod struct {
 	node string
 	at   time.Time
+	// The pod's cache UID, batch and images, so that a sync before the
+	// informer shows the pod does not plan its images again.
+	cacheUID, batch string
+	images          []string
 }
 
 // New builds a Controller; Run starts it.

@@ -175,25 +175,26 @@ func TestRestartMidBatchConverges(t *testing.T) {
 		nodes = append(nodes, n)
 		e.kubelet.Pause(n)
 	}
-	e.startController(controller.Config{MaxInFlightPerNode: 1})
+	e.startController(controller.Config{MaxInFlightPerNode: 1, MaxImagesPerPod: 2})
 	e.applyCache("big", fmt.Sprintf("  cacheSpec:\n  - images: [a:1, b:1, c:1, d:1]\n    nodeSelector: {%s: \"yes\"}\n", e.label))
 	e.waitFor("pods in flight", func() bool { return len(e.managedPods()) == 3 })
-	e.waitFor("the status shows 3 in flight", func() bool {
+	// One pod of two images per node: six (node, image) pairs in flight.
+	e.waitFor("the status shows 6 in flight", func() bool {
 		ic := e.cache("big")
-		return ic.Status.Status == api.ActionStatusProcessing && ic.Status.Counts != nil && ic.Status.Counts.InFlight == 3
+		return ic.Status.Status == api.ActionStatusProcessing && ic.Status.Counts != nil && ic.Status.Counts.InFlight == 6
 	})
 	e.stopController()
 	for _, n := range nodes {
 		e.kubelet.Resume(n)
 	}
 	e.waitFor("nodes answered while no controller runs", func() bool { return e.kubelet.Written.Load() == 3 })
-	e.startController(controller.Config{MaxInFlightPerNode: 1})
+	e.startController(controller.Config{MaxInFlightPerNode: 1, MaxImagesPerPod: 2})
 	ic := e.waitDone("big", api.ReasonImageCacheCreate)
 	if ic.Status.Status != api.ActionStatusSucceeded || ic.Status.Counts.Succeeded != 12 {
 		t.Fatalf("after restart: %+v %+v", ic.Status, ic.Status.Counts)
 	}
-	if got := e.kubelet.Written.Load(); got != 12 {
-		t.Errorf("%d pods answered for 12 (node, image) pairs: a pull was made twice or lost", got)
+	if got := e.kubelet.Written.Load(); got != 6 {
+		t.Errorf("%d pods answered for 12 (node, image) pairs in pods of 2, want 6: a pull was made twice or lost", got)
 	}
 	for _, n := range nodes {
 		if got := resultsOf(e.nodeImages(n), e.ns+"/big", ic.Status.Batch); len(got) != 4 {

@@ -8,13 +8,16 @@
 // reports the image present through the CRI, or, on a node without a live
 // agent, when the node's status lists it by exact name. Otherwise, and
 // always for a cache with pull secrets (an image on the node says nothing
-// about the cache's credentials), it creates a short-lived pod bound to the node
-// (spec.nodeName) that carries the cache's imagePullSecrets and runs a
-// static no-op program copied in from this project's image, so the kubelet
-// pulls the image, checks the credential and records it exactly as for any
-// pod (KEP-2535): only pods that hold the secret may later use the image.
-// The pod's status gives succeeded or failed (ErrImagePull,
-// ImagePullBackOff and the registry's message); then the pod is deleted.
+// about the cache's credentials), it pulls it with a short-lived pod bound
+// to the node (spec.nodeName) that carries the cache's imagePullSecrets and
+// up to Config.MaxImagesPerPod of the node's images (one container each,
+// in spec order), every container running a static no-op program copied
+// in from this project's image, so the kubelet pulls each image, checks
+// the credential and records it exactly as for any pod (KEP-2535): only
+// pods that hold the secret may later use the image. Each image's
+// container status gives its succeeded or failed (ErrImagePull,
+// ImagePullBackOff and the registry's message); once every image of the
+// pod has its result, the pod is deleted.
 // Results go to the node's NodeImages object; each ImageCache's status
 // aggregates them into kube-fledged's status, reason, message and
 // failures, plus counts.

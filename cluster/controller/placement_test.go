@@ -200,13 +200,13 @@ func TestPrepullPodCarriesOnlyThePlacementTolerations(t *testing.T) {
 	ic := &api.ImageCache{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", UID: "u"}}
 	req := imagecache.ImageWorkRequest{Image: "a:1", Node: "n"}
 	c := &Controller{cfg: Config{NoopImage: "noop:1"}}
-	if got := c.prepullPod(ic, req).Spec.Tolerations; len(got) != 0 {
+	if got := c.prepullPod(ic, req.Node, []string{req.Image}).Spec.Tolerations; len(got) != 0 {
 		t.Errorf("default pre-pull pod tolerations %+v, want none (it would land on every tainted node)", got)
 	}
 	gpu := corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "gpu", Effect: corev1.TaintEffectNoExecute,
 		TolerationSeconds: ptr.To[int64](60)}
 	c.cfg.Placement.Tolerations = []corev1.Toleration{gpu}
-	if diff := cmp.Diff([]corev1.Toleration{gpu}, c.prepullPod(ic, req).Spec.Tolerations); diff != "" {
+	if diff := cmp.Diff([]corev1.Toleration{gpu}, c.prepullPod(ic, req.Node, []string{req.Image}).Spec.Tolerations); diff != "" {
 		t.Errorf("pre-pull pod tolerations (-want +got):\n%s", diff)
 	}
 }

@@ -74,7 +74,7 @@ func TestAlwaysPullLikeKubeFledged(t *testing.T) {
 }
 
 func waiting(reason, msg string) corev1.ContainerStatus {
-	return corev1.ContainerStatus{Name: prepullContainer, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}}
+	return corev1.ContainerStatus{Name: "prepull-0", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}}
 }
 
 func TestPodOutcome(t *testing.T) {
@@ -85,8 +85,8 @@ func TestPodOutcome(t *testing.T) {
 		p.Status.ContainerStatuses = cs
 		return p
 	}
-	running := corev1.ContainerStatus{Name: prepullContainer, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
-	exited := corev1.ContainerStatus{Name: prepullContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}}
+	running := corev1.ContainerStatus{Name: "prepull-0", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
+	exited := corev1.ContainerStatus{Name: "prepull-0", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}}
 	cases := []struct {
 		name string
 		pod  *corev1.Pod
@@ -112,9 +112,9 @@ func TestPodOutcome(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := podOutcome(tc.pod, created.Add(tc.age), 5*time.Minute)
+			got := containerOutcome(tc.pod, "prepull-0", created.Add(tc.age), 5*time.Minute)
 			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(outcome{})); diff != "" {
-				t.Errorf("podOutcome (-want +got):\n%s", diff)
+				t.Errorf("containerOutcome (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -122,7 +122,7 @@ func TestPodOutcome(t *testing.T) {
 		p := pod(corev1.PodPending)
 		p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: installContainer,
 			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: "not found"}}}}
-		got := podOutcome(p, created, time.Minute)
+		got := containerOutcome(p, "prepull-0", created, time.Minute)
 		if !got.final || got.status != imagecache.StatusFailed || got.reason != "NoopImageErrImagePull" {
 			t.Errorf("got %+v", got)
 		}
@@ -275,12 +275,12 @@ func TestDesiredSpecPurgesOnlyPulledImages(t *testing.T) {
 
 func TestPodNamesAreDeterministicAndDistinct(t *testing.T) {
 	ic := &api.ImageCache{ObjectMeta: metav1.ObjectMeta{Name: "a-very-long-image-cache-name-that-goes-on-and-on-and-on", UID: "u1"}}
-	a := podName(ic, "b1", "n1", "img:1")
-	if a != podName(ic, "b1", "n1", "img:1") {
+	a := podName(ic, "b1", "n1", []string{"img:1"})
+	if a != podName(ic, "b1", "n1", []string{"img:1"}) {
 		t.Error("same inputs, different names")
 	}
 	seen := map[string]bool{a: true}
-	for _, other := range []string{podName(ic, "b2", "n1", "img:1"), podName(ic, "b1", "n2", "img:1"), podName(ic, "b1", "n1", "img:2")} {
+	for _, other := range []string{podName(ic, "b2", "n1", []string{"img:1"}), podName(ic, "b1", "n2", []string{"img:1"}), podName(ic, "b1", "n1", []string{"img:2"})} {
 		if seen[other] {
 			t.Errorf("collision: %s", other)
 		}
@@ -297,17 +297,18 @@ func TestPodNamesAreDeterministicAndDistinct(t *testing.T) {
 func TestPulledImageRefOnlyFromThePrepullPod(t *testing.T) {
 	pod := func(image, imageID string) *corev1.Pod {
 		return &corev1.Pod{
-			Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: prepullContainer, Image: image}}},
-			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: prepullContainer, Image: image, ImageID: imageID}}},
+			ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"pullrecords.io/image.prepull-0": "reg/app:1"}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "prepull-0", Image: image}}},
+			Status:     corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "prepull-0", Image: image, ImageID: imageID}}},
 		}
 	}
-	if got := pulledImageRef(pod("reg/app:1", "reg/app@sha256:aa"), "reg/app:1"); got != "reg/app@sha256:aa" {
+	if got := pulledImageRef(pod("reg/app:1", "reg/app@sha256:aa"), "prepull-0", "reg/app:1"); got != "reg/app@sha256:aa" {
 		t.Errorf("the pre-pull pod's imageID: %q", got)
 	}
-	if got := pulledImageRef(pod("reg/victim:1", "reg/victim@sha256:bb"), "reg/app:1"); got != "" {
+	if got := pulledImageRef(pod("reg/victim:1", "reg/victim@sha256:bb"), "prepull-0", "reg/app:1"); got != "" {
 		t.Errorf("a pod running another image gave %q, want nothing", got)
 	}
-	if got := pulledImageRef(pod("reg/app:1", "docker-pullable://reg/app@sha256:aa"), "reg/app:1"); got != "reg/app@sha256:aa" {
+	if got := pulledImageRef(pod("reg/app:1", "docker-pullable://reg/app@sha256:aa"), "prepull-0", "reg/app:1"); got != "reg/app@sha256:aa" {
 		t.Errorf("a docker-pullable imageID: %q", got)
 	}
 }

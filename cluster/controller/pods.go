@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,14 +23,27 @@ const (
 	managedByValue = "pullrecords-controller"
 	cacheUIDLabel  = "pullrecords.io/cache-uid"
 	batchLabel     = "pullrecords.io/batch"
-	imageAnno      = "pullrecords.io/image"
-	cacheAnno      = "pullrecords.io/cache"
+	// imageAnnoPrefix + a container's name is the annotation that names
+	// the image that container pulls (admission.yaml pins the container's
+	// image to it). One key per container, because CEL cannot parse JSON.
+	imageAnnoPrefix = "pullrecords.io/image."
+	cacheAnno       = "pullrecords.io/cache"
 
-	prepullContainer = "prepull"
+	prepullPrefix    = "prepull-" // container i of a pre-pull pod is prepull-<i>
 	installContainer = "install-noop"
 	noopDir          = "/pullrecords"
 	noopPath         = noopDir + "/noop"
 )
+
+// Bounds of Config.MaxImagesPerPod; admission.yaml admits at most
+// maxImagesPerPodLimit containers.
+const (
+	defaultMaxImagesPerPod = 32
+	maxImagesPerPodLimit   = 64
+)
+
+// prepullName is the name of the container that pulls a pod's i-th image.
+func prepullName(i int) string { return prepullPrefix + strconv.Itoa(i) }
 
 // Resources of each container of a pre-pull pod. Both requests and limits
 // are set so that a namespace whose ResourceQuota covers requests.* or
@@ -42,56 +56,96 @@ const (
 	prepullMemoryLimit   = "32Mi"
 )
 
-// podName is the pre-pull pod's name for one (cache, batch, node, image):
-// deterministic, so that creating it twice (a retry, a restarted
-// controller) finds the first one instead of pulling twice.
-func podName(ic *api.ImageCache, batch, node, image string) string {
-	h := sha256.Sum256([]byte(string(ic.UID) + "\x00" + batch + "\x00" + node + "\x00" + image))
+// podName is the pre-pull pod's name for one (cache, batch, node) and the
+// images it pulls, in order: deterministic, so that creating it twice (a
+// retry, a restarted controller) finds the first one instead of pulling
+// twice, and distinct for every other image set.
+func podName(ic *api.ImageCache, batch, node string, images []string) string {
+	h := sha256.New()
+	// Each part length-prefixed: no two lists of names hash alike.
+	for _, part := range append([]string{string(ic.UID), batch, node}, images...) {
+		h.Write([]byte(strconv.Itoa(len(part)) + ":" + part))
+	}
+	sum := h.Sum(nil)
 	prefix := ic.Name
 	if len(prefix) > 40 {
 		prefix = prefix[:40]
 	}
 	prefix = strings.TrimRight(prefix, "-.")
-	return prefix + "-" + hex.EncodeToString(h[:8])
+	return prefix + "-" + hex.EncodeToString(sum[:8])
 }
 
-// prepullPod builds the pod that makes the kubelet pull req.Image on
-// req.Node with the cache's pull secrets. The kubelet checks and records
-// the credential exactly as for any pod (KEP-2535), so only pods that hold
-// the secret may later use the image. The image needs no shell or binary:
-// an init container copies a static no-op program from the controller's own
-// image into an emptyDir, and the pre-pull container runs it.
+// podImages returns the image each pre-pull container of pod pulls, by
+// container name, from its spec: only containers named as prepullPod
+// names them, whose image the pod's annotation names too (admission pins
+// both; a pod that disagrees is not read as pulling anything).
+func podImages(pod *corev1.Pod) map[string]string {
+	out := map[string]string{}
+	for _, ct := range pod.Spec.Containers {
+		if strings.HasPrefix(ct.Name, prepullPrefix) && pod.Annotations[imageAnnoPrefix+ct.Name] == ct.Image {
+			out[ct.Name] = ct.Image
+		}
+	}
+	return out
+}
+
+// prepullPod builds the pod that makes the kubelet pull images (at most
+// MaxImagesPerPod, one container each, prepull-0, prepull-1, ... in order)
+// on node with the cache's pull secrets. The kubelet checks and records
+// each image's credential exactly as for any pod (KEP-2535), so only pods
+// that hold the secret may later use the image. The kubelet starts the
+// containers in order, pulling each image just before; one image's failed
+// pull does not keep the others from starting. The images need no shell or
+// binary: an init container copies a static no-op program from the
+// controller's own image into an emptyDir, and every pre-pull container
+// runs it.
 //
 // The pod meets Pod Security "restricted" (v1.37): non-root 65534, seccomp
 // RuntimeDefault, no privilege escalation, every capability dropped, only
 // an emptyDir volume; each container has CPU and memory requests and
 // limits. It is exactly the shape policy 2 of deploy/cluster/admission.yaml
 // admits from the controller's service account: change both together.
-func (c *Controller) prepullPod(ic *api.ImageCache, req imagecache.ImageWorkRequest) *corev1.Pod {
-	policy := corev1.PullIfNotPresent
-	if alwaysPull(req.Image) {
-		policy = corev1.PullAlways
-	}
-	mount := []corev1.VolumeMount{{Name: "noop", MountPath: noopDir}}
+func (c *Controller) prepullPod(ic *api.ImageCache, node string, images []string) *corev1.Pod {
 	small := corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(prepullCPURequest), corev1.ResourceMemory: resource.MustParse(prepullMemoryRequest)},
 		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(prepullCPULimit), corev1.ResourceMemory: resource.MustParse(prepullMemoryLimit)},
 	}
-	hardened := &corev1.SecurityContext{
-		AllowPrivilegeEscalation: ptr.To(false),
-		ReadOnlyRootFilesystem:   ptr.To(true),
-		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	hardened := func() *corev1.SecurityContext {
+		return &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr.To(false),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		}
+	}
+	annotations := map[string]string{cacheAnno: cacheKey(ic)}
+	containers := make([]corev1.Container, 0, len(images))
+	for i, image := range images {
+		policy := corev1.PullIfNotPresent
+		if alwaysPull(image) {
+			policy = corev1.PullAlways
+		}
+		name := prepullName(i)
+		annotations[imageAnnoPrefix+name] = image
+		containers = append(containers, corev1.Container{
+			Name:            name,
+			Image:           image,
+			ImagePullPolicy: policy,
+			Command:         []string{noopPath},
+			VolumeMounts:    []corev1.VolumeMount{{Name: "noop", MountPath: noopDir, ReadOnly: true}},
+			Resources:       *small.DeepCopy(),
+			SecurityContext: hardened(),
+		})
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      podName(ic, ic.Status.Batch, req.Node, req.Image),
+			Name:      podName(ic, ic.Status.Batch, node, images),
 			Namespace: ic.Namespace,
 			Labels: map[string]string{
 				managedByLabel: managedByValue,
 				cacheUIDLabel:  string(ic.UID),
 				batchLabel:     ic.Status.Batch,
 			},
-			Annotations: map[string]string{imageAnno: req.Image, cacheAnno: cacheKey(ic)},
+			Annotations: annotations,
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: api.ImageCacheKind.GroupVersion().String(),
 				Kind:       api.ImageCacheKind.Kind,
@@ -101,7 +155,7 @@ func (c *Controller) prepullPod(ic *api.ImageCache, req imagecache.ImageWorkRequ
 			}},
 		},
 		Spec: corev1.PodSpec{
-			NodeName:                      req.Node,
+			NodeName:                      node,
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			ImagePullSecrets:              ic.Spec.ImagePullSecrets,
 			Tolerations:                   c.cfg.Placement.podTolerations(),
@@ -125,19 +179,11 @@ func (c *Controller) prepullPod(ic *api.ImageCache, req imagecache.ImageWorkRequ
 				Image:           c.cfg.NoopImage,
 				ImagePullPolicy: corev1.PullIfNotPresent,
 				Command:         []string{"/pullrecords-noop", "install", noopPath},
-				VolumeMounts:    mount,
+				VolumeMounts:    []corev1.VolumeMount{{Name: "noop", MountPath: noopDir}},
 				Resources:       small,
-				SecurityContext: hardened,
+				SecurityContext: hardened(),
 			}},
-			Containers: []corev1.Container{{
-				Name:            prepullContainer,
-				Image:           req.Image,
-				ImagePullPolicy: policy,
-				Command:         []string{noopPath},
-				VolumeMounts:    []corev1.VolumeMount{{Name: "noop", MountPath: noopDir, ReadOnly: true}},
-				Resources:       small,
-				SecurityContext: hardened,
-			}},
+			Containers: containers,
 		},
 	}
 }
@@ -155,7 +201,7 @@ var pullFailureReasons = map[string]bool{
 	"SignatureValidationFailed": true,
 }
 
-// outcome is what a pre-pull pod says about its pull.
+// outcome is what a pre-pull pod says about the pull of one of its images.
 type outcome struct {
 	final   bool
 	status  imagecache.ImageWorkStatus
@@ -163,13 +209,37 @@ type outcome struct {
 	message string
 }
 
-// podOutcome reads a pre-pull pod's status. The image is pulled once the
-// pre-pull container was created (running or terminated, whatever its exit
-// code: only the pull matters). A pull error the kubelet reports ends the
-// pull as failed with the kubelet's reason and message (a registry's 401 is
-// in the message). A pod the node has not finished within deadline of its
-// creation fails with what it last said.
-func podOutcome(pod *corev1.Pod, now time.Time, deadline time.Duration) outcome {
+// podOutcomes reads a pre-pull pod's status for each of its images (by
+// the name of the container that pulls it, see podImages).
+func podOutcomes(pod *corev1.Pod, now time.Time, deadline time.Duration) map[string]outcome {
+	out := map[string]outcome{}
+	for name := range podImages(pod) {
+		out[name] = containerOutcome(pod, name, now, deadline)
+	}
+	return out
+}
+
+// allFinal reports whether every image of a pod has its final outcome.
+func allFinal(outs map[string]outcome) bool {
+	for _, o := range outs {
+		if !o.final {
+			return false
+		}
+	}
+	return true
+}
+
+// containerOutcome reads the pull of the image of container name from a
+// pre-pull pod's status. The image is pulled once its container was
+// created (running or terminated, whatever its exit code: only the pull
+// matters). A pull error the kubelet reports for that container ends its
+// pull as failed with the kubelet's reason and message (a registry's 401
+// is in the message); the other containers are not affected. The helper
+// init container failing fails every image of the pod. An image still
+// waiting when the pod made no progress for deadline (lastProgress: the
+// kubelet pulls a pod's images one after another, so each pull gets the
+// deadline, not the pod) fails with what its container last said.
+func containerOutcome(pod *corev1.Pod, name string, now time.Time, deadline time.Duration) outcome {
 	if pod.Status.Phase == corev1.PodSucceeded {
 		return outcome{final: true, status: imagecache.StatusSucceeded}
 	}
@@ -185,7 +255,7 @@ func podOutcome(pod *corev1.Pod, now time.Time, deadline time.Duration) outcome 
 		}
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.Name != prepullContainer {
+		if cs.Name != name {
 			continue
 		}
 		if cs.State.Running != nil || cs.State.Terminated != nil {
@@ -201,7 +271,7 @@ func podOutcome(pod *corev1.Pod, now time.Time, deadline time.Duration) outcome 
 	if pod.Status.Phase == corev1.PodFailed {
 		return outcome{final: true, status: imagecache.StatusFailed, reason: nonEmpty(pod.Status.Reason, "PodFailed"), message: pod.Status.Message}
 	}
-	if now.Sub(pod.CreationTimestamp.Time) >= deadline {
+	if now.Sub(lastProgress(pod)) >= deadline {
 		if last != nil {
 			return outcome{final: true, status: imagecache.StatusFailed, reason: nonEmpty(last.Reason, "PullDeadlineExceeded"),
 				message: fmt.Sprintf("not pulled within %s: %s", deadline, waitingText(last))}
@@ -210,6 +280,30 @@ func podOutcome(pod *corev1.Pod, now time.Time, deadline time.Duration) outcome 
 			message: fmt.Sprintf("the node reported nothing on the pre-pull pod within %s; check that the node is Ready and its kubelet runs", deadline)}
 	}
 	return outcome{status: imagecache.StatusJobCreated}
+}
+
+// lastProgress is when the pod last moved: its creation, or the latest
+// start or finish of any of its containers. The kubelet pulls each
+// container's image just before starting it, in order.
+func lastProgress(pod *corev1.Pod) time.Time {
+	t := pod.CreationTimestamp.Time
+	later := func(m metav1.Time) {
+		if m.After(t) {
+			t = m.Time
+		}
+	}
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, cs := range list {
+			if r := cs.State.Running; r != nil {
+				later(r.StartedAt)
+			}
+			if x := cs.State.Terminated; x != nil {
+				later(x.StartedAt)
+				later(x.FinishedAt)
+			}
+		}
+	}
+	return t
 }
 
 func nonEmpty(s, fallback string) string {

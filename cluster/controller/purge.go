@@ -139,16 +139,15 @@ func (c *Controller) addRecord(node, image string, r api.PullRecord) {
 	c.nodeQueue.AddAfter(node, resultWriteDelay)
 }
 
-// pulledImageRef returns the image the kubelet reports the pre-pull
-// container runs (its imageID), when that container runs image.
-func pulledImageRef(pod *corev1.Pod, image string) string {
-	for _, ct := range pod.Spec.Containers {
-		if ct.Name == prepullContainer && ct.Image != image {
-			return "" // not the pod this controller makes for image
-		}
+// pulledImageRef returns the image the kubelet reports pre-pull container
+// name runs (its imageID), when that container is one this controller
+// makes for image (podImages).
+func pulledImageRef(pod *corev1.Pod, name, image string) string {
+	if podImages(pod)[name] != image {
+		return "" // not the pod this controller makes for image
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.Name == prepullContainer {
+		if cs.Name == name {
 			return strings.TrimPrefix(cs.ImageID, "docker-pullable://")
 		}
 	}
@@ -188,13 +187,14 @@ func purgeSummary(results []imagecache.ImageWorkResult) string {
 // notePull completes the cache's pull record when its pod's pull
 // succeeded: only a record made when the pod was created for this batch
 // (the agent had reported the image absent) gains the image ID the kubelet
-// reported, and only for the pod this controller makes for the image.
-func (c *Controller) notePull(ni *api.NodeImages, req imagecache.ImageWorkRequest, ic *api.ImageCache, pod *corev1.Pod) {
+// reported for container, and only for the container this controller
+// makes for the image.
+func (c *Controller) notePull(ni *api.NodeImages, req imagecache.ImageWorkRequest, ic *api.ImageCache, pod *corev1.Pod, container string) {
 	rec, ok := c.recordOf(ni, req.Node, req.Image, string(ic.UID))
 	if !ok || rec.Batch != ic.Status.Batch || rec.ImageRef != "" {
 		return
 	}
-	ref := pulledImageRef(pod, req.Image)
+	ref := pulledImageRef(pod, container, req.Image)
 	if ref == "" {
 		return
 	}

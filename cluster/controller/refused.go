@@ -162,7 +162,9 @@ func (c *Controller) settleRefused(ctx context.Context, ic *api.ImageCache, refu
 			}
 			continue
 		}
-		c.podRefused(ctx, ic, r.planned.req, r.refusal)
+		for _, req := range r.planned.reqs {
+			c.podRefused(ctx, ic, req, r.refusal)
+		}
 	}
 	return retry
 }

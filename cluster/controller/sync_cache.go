@@ -110,6 +110,7 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 	)
 	states := map[string]*nodeState{} // each node's object and agent, read once per sync
 	budget := c.newBudget(now)
+	creating := c.creatingImages(&ic)
 	// One node at a time: the requests of a node are built, decided and
 	// dropped before the next node's.
 	for _, node := range nodes {
@@ -126,8 +127,10 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 			continue
 		}
 		ni := c.nodeImagesOf(node.Name)
-		ns := &nodeState{node: node, ni: ni, agent: c.agentView(ni, now), skip: c.cfg.Placement.ineligible(node)}
+		ns := &nodeState{node: node, ni: ni, agent: c.agentView(ni, now), skip: c.cfg.Placement.ineligible(node),
+			pods: c.batchPods(&ic, node.Name), creating: creating[node.Name]}
 		states[node.Name] = ns
+		var needPod []imagecache.ImageWorkRequest // in spec order
 		for _, req := range reqs {
 			res, wait, err := c.decide(ctx, &ic, req, ns, budget, now)
 			if err != nil {
@@ -135,6 +138,10 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 			}
 			if res != nil {
 				results = append(results, *res)
+				continue
+			}
+			if wait.needPod {
+				needPod = append(needPod, req)
 				continue
 			}
 			if wait.skip != "" {
@@ -150,6 +157,12 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 			if later == 0 || (wait.after > 0 && wait.after < later) {
 				later = wait.after
 			}
+		}
+		taken, planned, full := c.planPods(&ic, ns, needPod, budget, now)
+		results = append(results, taken...)
+		inFlight += planned
+		if full && (later == 0 || waitForReport < later) {
+			later = waitForReport
 		}
 	}
 	if err := c.createPods(ctx, &ic, budget.create); err != nil {
@@ -200,8 +213,11 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 type waitKind struct {
 	after time.Duration
 	pod   bool
-	away  bool   // a purge waits for the node's agent, which is away
-	skip  string // Placement keeps pre-pull pods off the node: why
+	// needPod: the request needs a pre-pull pod, which planPods groups
+	// with the node's others.
+	needPod bool
+	away    bool   // a purge waits for the node's agent, which is away
+	skip    string // Placement keeps pre-pull pods off the node: why
 }
 
 var inFlightWait = waitKind{pod: true}
@@ -270,7 +286,8 @@ func (c *Controller) startAction(ctx context.Context, ic *api.ImageCache, reason
 	return c.putStatus(ctx, ic, st)
 }
 
-// decide returns the request's result when it has one, or why it waits.
+// decide returns the request's result when it has one, or why it waits
+// (needPod: it needs a pre-pull pod, which planPods plans).
 func (c *Controller) decide(ctx context.Context, ic *api.ImageCache, req imagecache.ImageWorkRequest, ns *nodeState, budget *budget, now time.Time) (*imagecache.ImageWorkResult, waitKind, error) {
 	key := resultKey{cache: cacheKey(ic), image: req.Image}
 	ni, node, agent := ns.ni, ns.node, ns.agent
@@ -278,45 +295,37 @@ func (c *Controller) decide(ctx context.Context, ic *api.ImageCache, req imageca
 		return r, waitKind{}, nil
 	}
 	result := func(status imagecache.ImageWorkStatus, reason, message, pod string) (*imagecache.ImageWorkResult, waitKind, error) {
-		message = truncateMessage(message, maxResultMessage) // the node's object holds it: bounded (limits.go)
-		c.addPending(req.Node, key, api.NodeResult{
-			Cache: key.cache, CacheUID: string(ic.UID), Image: req.Image, Batch: ic.Status.Batch,
-			Work: string(req.WorkType), Status: string(status), Reason: reason, Message: message,
-			Time: metav1.Time{Time: now},
-		}, pod)
-		return &imagecache.ImageWorkResult{Request: req, Status: status, Reason: reason, Message: message, Finished: now}, waitKind{}, nil
+		return c.settle(ic, req, status, reason, message, pod, now), waitKind{}, nil
 	}
 	if req.WorkType == imagecache.WorkTypePurge {
 		return c.decidePurge(ic, ni, agent, req, result)
 	}
-	pod, err := c.pods.Pods(ic.Namespace).Get(podName(ic, ic.Status.Batch, req.Node, req.Image))
-	switch {
-	case err == nil && !c.owns(pod):
-		// Not ours (see owned.go): its status says nothing of a pull we
-		// asked for, and ours cannot be created under its name.
-		return result(imagecache.StatusFailed, "PodNameTaken",
-			fmt.Sprintf("pod %s/%s, which this controller did not create, holds the pre-pull pod's name; delete it", pod.Namespace, pod.Name), "")
-	case err == nil:
-		out := podOutcome(pod, now, c.cfg.PullDeadline)
+	if in, ok := ns.pods[req.Image]; ok {
+		outs := podOutcomes(in.pod, now, c.cfg.PullDeadline)
+		out := outs[in.container]
 		if !out.final {
-			return nil, waitKind{pod: true, after: pod.CreationTimestamp.Add(c.cfg.PullDeadline).Sub(now)}, nil
+			return nil, waitKind{pod: true, after: lastProgress(in.pod).Add(c.cfg.PullDeadline).Sub(now)}, nil
 		}
-		// A pod that failed is deleted once its result is written (else the
-		// kubelet keeps retrying the pull); one that succeeded is idle and
-		// goes with the rest of the action's pods in one request at its end.
+		// A pod with a failed pull is deleted once every image of it has
+		// its result (else the kubelet keeps retrying the pull; the result
+		// decided last carries the delete, after the others); one whose
+		// pulls all succeeded is idle and goes with the rest of the
+		// action's pods in one request at its end.
 		del := ""
-		if out.status != imagecache.StatusSucceeded {
-			del = pod.Namespace + "/" + pod.Name
-		} else {
-			c.notePull(ni, req, ic, pod)
+		if allFinal(outs) && anyFailed(outs) {
+			del = in.pod.Namespace + "/" + in.pod.Name
 		}
 		msg := out.message
-		if out.status == imagecache.StatusFailed {
+		if out.status == imagecache.StatusSucceeded {
+			c.notePull(ni, req, ic, in.pod, in.container)
+		} else if out.status == imagecache.StatusFailed {
 			msg = withSecretHint(ic, msg)
 		}
 		return result(out.status, out.reason, msg, del)
-	case !apierrors.IsNotFound(err):
-		return nil, waitKind{}, err
+	}
+	if ns.creating[req.Image] {
+		// Created by this controller, not yet in the informer.
+		return nil, inFlightWait, nil
 	}
 	if ns.skip != "" {
 		// Placement (placement.go): no pod, and no presence answer, for a
@@ -344,16 +353,124 @@ func (c *Controller) decide(ctx context.Context, ic *api.ImageCache, req imageca
 			return result(imagecache.StatusAlreadyPulled, "", "listed in the node's status", "")
 		}
 	}
-	if !budget.take(req.Node) {
-		return nil, waitKind{after: waitForReport}, nil
+	return nil, waitKind{needPod: true}, nil
+}
+
+// settle records req's result, to be written to its node's object (then
+// pod, "" for none, is deleted), and returns it.
+func (c *Controller) settle(ic *api.ImageCache, req imagecache.ImageWorkRequest, status imagecache.ImageWorkStatus, reason, message, pod string, now time.Time) *imagecache.ImageWorkResult {
+	key := resultKey{cache: cacheKey(ic), image: req.Image}
+	message = truncateMessage(message, maxResultMessage) // the node's object holds it: bounded (limits.go)
+	c.addPending(req.Node, key, api.NodeResult{
+		Cache: key.cache, CacheUID: string(ic.UID), Image: req.Image, Batch: ic.Status.Batch,
+		Work: string(req.WorkType), Status: string(status), Reason: reason, Message: message,
+		Time: metav1.Time{Time: now},
+	}, pod)
+	return &imagecache.ImageWorkResult{Request: req, Status: status, Reason: reason, Message: message, Finished: now}
+}
+
+func anyFailed(outs map[string]outcome) bool {
+	for _, o := range outs {
+		if o.status != imagecache.StatusSucceeded {
+			return true
+		}
 	}
-	if agent.alive && !agent.present(req.Image) {
-		// The agent reported the image absent: if this pod's pull
-		// succeeds, this cache pulled it (notePull), and may purge it.
-		c.addRecord(req.Node, req.Image, api.PullRecord{Cache: key.cache, CacheUID: string(ic.UID), Batch: ic.Status.Batch})
+	return false
+}
+
+// planPods groups the requests of one node that need a pre-pull pod, in
+// spec order, into pods of at most MaxImagesPerPod images, and plans as
+// many pods as the budget allows (it counts pods, not images). It returns
+// the results of requests whose pod's name is held by a pod this
+// controller did not create, how many requests got a planned pod, and
+// whether some wait for room.
+func (c *Controller) planPods(ic *api.ImageCache, ns *nodeState, reqs []imagecache.ImageWorkRequest, budget *budget, now time.Time) (taken []imagecache.ImageWorkResult, planned int, full bool) {
+	per := c.cfg.MaxImagesPerPod
+	for len(reqs) > 0 {
+		n := min(per, len(reqs))
+		group := reqs[:n]
+		reqs = reqs[n:]
+		images := make([]string, len(group))
+		for i, r := range group {
+			images[i] = r.Image
+		}
+		name := podName(ic, ic.Status.Batch, group[0].Node, images)
+		if pod, err := c.pods.Pods(ic.Namespace).Get(name); err == nil {
+			if c.owns(pod) {
+				// Ours but not read as this batch's (being deleted): wait.
+				full = true
+				continue
+			}
+			// Not ours (see owned.go): its status says nothing of a pull we
+			// asked for, and ours cannot be created under its name.
+			for _, r := range group {
+				taken = append(taken, *c.settle(ic, r, imagecache.StatusFailed, "PodNameTaken",
+					fmt.Sprintf("pod %s/%s, which this controller did not create, holds the pre-pull pod's name; delete it", pod.Namespace, pod.Name), "", now))
+			}
+			continue
+		}
+		if !budget.take(group[0].Node) {
+			return taken, planned, true
+		}
+		for _, r := range group {
+			if ns.agent.alive && !ns.agent.present(r.Image) {
+				// The agent reported the image absent: if this pod's pull
+				// succeeds, this cache pulled it (notePull), and may purge it.
+				c.addRecord(r.Node, r.Image, api.PullRecord{Cache: cacheKey(ic), CacheUID: string(ic.UID), Batch: ic.Status.Batch})
+			}
+		}
+		budget.create = append(budget.create, plannedPod{pod: c.prepullPod(ic, group[0].Node, images), reqs: group})
+		planned += n
 	}
-	budget.create = append(budget.create, plannedPod{pod: c.prepullPod(ic, req), req: req})
-	return nil, inFlightWait, nil
+	return taken, planned, full
+}
+
+// podImage is the pre-pull pod, and its container, that pulls an image.
+type podImage struct {
+	pod       *corev1.Pod
+	container string
+}
+
+// batchPods returns, by image, the pre-pull pods of the cache's current
+// batch on node that the informer shows: only the controller's own (see
+// owned.go) and not being deleted.
+func (c *Controller) batchPods(ic *api.ImageCache, node string) map[string]podImage {
+	objs, _ := c.podIndex.ByIndex(podsByNodeIndex, node)
+	var out map[string]podImage
+	for _, o := range objs {
+		p := o.(*corev1.Pod)
+		if p.Labels[cacheUIDLabel] != string(ic.UID) || p.Labels[batchLabel] != ic.Status.Batch || p.DeletionTimestamp != nil || !c.owns(p) {
+			continue
+		}
+		if out == nil {
+			out = map[string]podImage{}
+		}
+		for name, image := range podImages(p) {
+			out[image] = podImage{pod: p, container: name}
+		}
+	}
+	return out
+}
+
+// creatingImages returns, by node, the images of pods of the cache's
+// current batch that were created but the informer does not show yet: a
+// sync in between must not group them into another pod.
+func (c *Controller) creatingImages(ic *api.ImageCache) map[string]map[string]bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]map[string]bool{}
+	for _, p := range c.created {
+		if p.cacheUID != string(ic.UID) || p.batch != ic.Status.Batch {
+			continue
+		}
+		if out[p.node] == nil {
+			out[p.node] = map[string]bool{}
+		}
+		for _, img := range p.images {
+			out[p.node][img] = true
+		}
+	}
+	return out
 }
 
 // createParallelism is how many pod creations one sync has in flight: a
@@ -568,6 +685,10 @@ type nodeState struct {
 	ni    *api.NodeImages
 	agent agentView
 	skip  string // why Placement keeps pre-pull pods off the node; "" if it does not
+	// pods are the cache's current pre-pull pods on the node, by image;
+	// creating the images of those created but not yet in the informer.
+	pods     map[string]podImage
+	creating map[string]bool
 }
 
 // budget is the room for new pre-pull pods during one sync: the in-flight
@@ -602,10 +723,11 @@ func (c *Controller) newBudget(now time.Time) *budget {
 	return b
 }
 
-// plannedPod is a pod to create and the request it serves.
+// plannedPod is a pod to create and the requests it serves, one per
+// container in order.
 type plannedPod struct {
-	pod *corev1.Pod
-	req imagecache.ImageWorkRequest
+	pod  *corev1.Pod
+	reqs []imagecache.ImageWorkRequest
 }
 
 // pulling reports whether a pre-pull pod still counts against the limits:
@@ -676,13 +798,18 @@ func (c *Controller) createPod(ctx context.Context, pod *corev1.Pod) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("creating pre-pull pod %s/%s for %s on %s: %w", pod.Namespace, pod.Name, pod.Annotations[imageAnno], pod.Spec.NodeName, err)
+		return fmt.Errorf("creating pre-pull pod %s/%s for %d image(s) on %s: %w", pod.Namespace, pod.Name, len(pod.Spec.Containers), pod.Spec.NodeName, err)
 	}
 	c.mu.Lock()
-	c.created[pod.Namespace+"/"+pod.Name] = createdPod{node: pod.Spec.NodeName, at: c.cfg.Clock.Now()}
+	images := make([]string, 0, len(pod.Spec.Containers))
+	for _, ct := range pod.Spec.Containers {
+		images = append(images, ct.Image)
+	}
+	c.created[pod.Namespace+"/"+pod.Name] = createdPod{node: pod.Spec.NodeName, at: c.cfg.Clock.Now(),
+		cacheUID: pod.Labels[cacheUIDLabel], batch: pod.Labels[batchLabel], images: images}
 	c.mu.Unlock()
 	c.cfg.Metrics.podCreated()
-	klog.FromContext(ctx).V(2).Info("Created pre-pull pod", "pod", klog.KObj(pod), "node", pod.Spec.NodeName, "image", pod.Annotations[imageAnno])
+	klog.FromContext(ctx).V(2).Info("Created pre-pull pod", "pod", klog.KObj(pod), "node", pod.Spec.NodeName, "images", len(pod.Spec.Containers))
 	return nil
 }
 

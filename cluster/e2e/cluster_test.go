@@ -61,6 +61,9 @@ func repoFile(parts ...string) string {
 	return filepath.Join(append([]string{"..", ".."}, parts...)...)
 }
 
+// manyImages is how many images the second measured create caches.
+const manyImages = 10
+
 func TestClusterImageCache(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("the cluster end-to-end test starts containerd and kubelets and must run as root")
@@ -90,13 +93,16 @@ func TestClusterImageCache(t *testing.T) {
 	c.eventually("the create's pre-pull pods are gone", func() bool { return c.noPrepullPods(tenantA) })
 	cost := c.costSince(mark, tenantA)
 	t.Logf("API cost of the create, %s", cost.perPair(4))
-	// A regression guard at today's cost (about 31 requests and 10 Events
-	// per pair, one pod per (node, image)); issue 19's target is 5 and 1.
-	if per := float64(cost.controller+cost.kubelet) / 4; per > 40 {
-		t.Errorf("the create cost %.1f requests per (node, image), more than 40", per)
+	// A regression guard at the cost measured with one pod per node for
+	// both images (20.8 requests and 8.0 Events per pair; 27 and 11.5 with
+	// one pod per (node, image)). Two images per pod is a small M: each
+	// pod's own requests (create, delete, its Events and status writes)
+	// are shared by two pairs only; 1b measures a larger M.
+	if per := float64(cost.controller+cost.kubelet) / 4; per > 23 {
+		t.Errorf("the create cost %.1f requests per (node, image), more than 23", per)
 	}
-	if per := float64(cost.events) / 4; per > 12 {
-		t.Errorf("the create wrote %.1f Events per (node, image), more than 12", per)
+	if per := float64(cost.events) / 4; per > 9 {
+		t.Errorf("the create wrote %.1f Events per (node, image), more than 9", per)
 	}
 	for _, n := range []string{"node-a", "node-b"} {
 		c.mustHaveImage(n, c.images["app"], true)
@@ -106,6 +112,50 @@ func TestClusterImageCache(t *testing.T) {
 	c.mustHaveImage("node-c", c.images["app"], false)
 	if recs := c.records("node-c"); len(recs) != 0 {
 		t.Errorf("node-c is not selected but has pull records: %v", recs)
+	}
+
+	// 1b. A cache of manyImages private images on the same two nodes, in a
+	//     namespace of its own: pods of several images each make the cost
+	//     per (node, image) small once a pod carries more than a couple.
+	tenantM := "tenant-m"
+	if _, err := c.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantM}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.secret(tenantM, "regcred", c.auth.Password)
+	var many []string
+	for i := range manyImages {
+		many = append(many, c.images[fmt.Sprintf("many-%d", i)])
+	}
+	mark = c.auditMark()
+	c.applyCache(tenantM, "many", many, "regcred")
+	ic = c.waitDone(tenantM, "many", api.ReasonImageCacheCreate)
+	if ic.Status.Status != api.ActionStatusSucceeded || ic.Status.Counts.Succeeded != 2*manyImages {
+		t.Fatalf("create of %d images: %s %+v", manyImages, ic.Status.Status, ic.Status.Counts)
+	}
+	c.eventually("the many-image create's pre-pull pods are gone", func() bool { return c.noPrepullPods(tenantM) })
+	cost = c.costSince(mark, tenantM)
+	t.Logf("API cost of the create of %d images, %s", manyImages, cost.perPair(2*manyImages))
+	// Measured: 5.5 requests (controller 1.0) and 2.9 Events per pair. A
+	// pod costs about 55 requests whatever its images: the kubelet's Events
+	// stop at the spam filter's 25 per pod plus a few aggregated, and its
+	// status writes (a get and a patch each) are about 8 per pod. So 10
+	// images a node is just above issue 19's 5; more images per pod go
+	// below it (the default pod holds 32).
+	if per := float64(cost.controller+cost.kubelet) / (2 * manyImages); per > 6 {
+		t.Errorf("the create of %d images cost %.1f requests per (node, image), more than 6", manyImages, per)
+	}
+	if per := float64(cost.controller) / (2 * manyImages); per > 1.5 {
+		t.Errorf("the create of %d images cost the controller %.1f requests per (node, image), more than 1.5", manyImages, per)
+	}
+	if per := float64(cost.events) / (2 * manyImages); per > 3 {
+		t.Errorf("the create of %d images wrote %.1f Events per (node, image), more than 3", manyImages, per)
+	}
+	for _, n := range []string{"node-a", "node-b"} {
+		c.mustHaveImage(n, many[manyImages-1], true)
+		c.mustHaveRecord(n, tenantM+"/regcred")
+	}
+	if err := c.dyn.Resource(api.ImageCacheResource).Namespace(tenantM).Delete(ctx, "many", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
 	}
 
 	// 2. KEP-2535 on node-a: another namespace without the secret is refused
@@ -138,12 +188,16 @@ func TestClusterImageCache(t *testing.T) {
 	c.mustHaveImage("node-c", c.images["tool"], true)
 	c.mustHaveRecord("node-c", tenantA+"/regcred")
 
-	// 5. A wrong password: Failed, the failure listed per node.
-	c.applyCache(tenantC, "bad", []string{c.images["app"]}, "badcred")
+	// 5. A wrong password: Failed, the failure listed per node. The public
+	//    image in the same pods is pulled all the same (the kubelet goes on
+	//    to the next container), and only it counts as pulled.
+	c.applyCache(tenantC, "bad", []string{c.images["app"], c.images["ok"]}, "badcred")
 	ic = c.waitDone(tenantC, "bad", api.ReasonImageCacheCreate)
-	if ic.Status.Status != api.ActionStatusFailed || len(ic.Status.Failures[c.images["app"]]) != 3 {
-		t.Fatalf("wrong password: %s %+v", ic.Status.Status, ic.Status.Failures)
+	if ic.Status.Status != api.ActionStatusFailed || len(ic.Status.Failures[c.images["app"]]) != 3 || len(ic.Status.Failures) != 1 ||
+		ic.Status.Counts.Succeeded != 3 || ic.Status.Counts.Failed != 3 {
+		t.Fatalf("wrong password: %s %+v %+v", ic.Status.Status, ic.Status.Counts, ic.Status.Failures)
 	}
+	c.eventually("the wrong password's pods are gone", func() bool { return c.noPrepullPods(tenantC) })
 	for _, f := range ic.Status.Failures[c.images["app"]] {
 		if !strings.Contains(strings.ToLower(f.Message), "unauthorized") && !strings.Contains(f.Message, "401") {
 			t.Errorf("failure on %s does not say the registry refused: %+v", f.Node, f)
@@ -352,10 +406,14 @@ func setUp(t *testing.T, ctx context.Context) *cluster {
 	}
 	push("web", c.open, "public/web:1", withTag("web"), []string{"/pause"}, nil)
 	push("late", c.open, "public/late:1", withTag("late"), []string{"/pause"}, nil)
+	push("ok", c.open, "public/ok:1", withTag("ok"), []string{"/pause"}, nil)
 	push("stable", c.open, "public/s:stable", withTag("s"), []string{"/pause"}, nil)
 	push("v1", c.open, "public/s:v1", withTag("s"), []string{"/pause"}, nil)
 	push("app", c.priv, "tenant-a/app:1", withTag("app"), []string{"/pause"}, c.auth)
 	push("tool", c.priv, "tenant-a/tool:1", withTag("tool"), []string{"/pause"}, c.auth)
+	for i := range manyImages {
+		push(fmt.Sprintf("many-%d", i), c.priv, fmt.Sprintf("tenant-m/many-%d:1", i), withTag(fmt.Sprintf("many-%d", i)), []string{"/pause"}, c.auth)
+	}
 
 	var wg sync.WaitGroup
 	var mu sync.Mutex

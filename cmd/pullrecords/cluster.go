@@ -141,6 +141,7 @@ Deploy it with deploy/cluster (see cluster/README.md in the repository).`,
 	f.DurationVar(&cfg.RefreshInterval, "image-cache-refresh-frequency", 15*time.Minute, "re-check every cache this long after its last action; 0s disables periodic refresh, as in kube-fledged")
 	f.IntVar(&cfg.MaxInFlightPerNode, "max-prepulls-per-node", 2, "pre-pull pods at once on one node")
 	f.IntVar(&cfg.MaxInFlight, "max-prepulls", 200, "pre-pull pods at once in the cluster")
+	f.IntVar(&cfg.MaxImagesPerPod, "max-images-per-prepull", 32, "images one pre-pull pod pulls, one container each (1..64)")
 	f.DurationVar(&cfg.AgentTimeout, "agent-timeout", 3*time.Minute, "an agent silent this long is not trusted; the node's status is used instead")
 	f.IntVar(&cfg.MaxImageFsUsedPercent, "max-imagefs-used-percent", 85, "skip pulls on nodes whose image filesystem is fuller (100: never skip)")
 	f.StringVar(&cfg.KubeFledgedNamespace, "kube-fledged-namespace", "kube-fledged",

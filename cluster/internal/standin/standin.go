@@ -129,12 +129,18 @@ func (k *Kubelet) handle(ctx context.Context, key string) {
 	if paused || pod.Status.Phase != "" && pod.Status.Phase != corev1.PodPending || len(pod.Spec.Containers) == 0 {
 		return
 	}
-	c := pod.Spec.Containers[0]
-	if err := k.decide(pod.Spec.NodeName, c.Image, pod.Spec.ImagePullSecrets); err != nil {
-		pod.Status.Phase = corev1.PodPending
-		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: c.Name, Image: c.Image,
-			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: err.Error()}}}}
-	} else {
+	// Every container's image is tried, in order, as the kubelet does: a
+	// failed pull leaves its container waiting and the pod Pending, and
+	// does not stop the others.
+	pod.Status.ContainerStatuses = nil
+	failed := false
+	for _, c := range pod.Spec.Containers {
+		if err := k.decide(pod.Spec.NodeName, c.Image, pod.Spec.ImagePullSecrets); err != nil {
+			failed = true
+			pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image,
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: err.Error()}}})
+			continue
+		}
 		id := "sha256:standin"
 		k.mu.Lock()
 		if k.imageID != nil {
@@ -142,16 +148,17 @@ func (k *Kubelet) handle(ctx context.Context, key string) {
 				id = got
 			}
 		}
-		k.mu.Unlock()
-		pod.Status.Phase = corev1.PodSucceeded
-		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: c.Name, Image: c.Image, ImageID: id,
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}}}
-		k.mu.Lock()
 		if k.pulled[pod.Spec.NodeName] == nil {
 			k.pulled[pod.Spec.NodeName] = map[string]bool{}
 		}
 		k.pulled[pod.Spec.NodeName][c.Image] = true
 		k.mu.Unlock()
+		pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image, ImageID: id,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}})
+	}
+	pod.Status.Phase = corev1.PodSucceeded
+	if failed {
+		pod.Status.Phase = corev1.PodPending
 	}
 	_, err = k.kube.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
 	if err == nil {
