@@ -230,12 +230,11 @@ type NodeResult struct {
 	CacheUID string `json:"cacheUID"`
 	Image    string `json:"image"`
 	Batch    string `json:"batch"`
-	// Work is the seed's work type (create, update, refresh, purge, delete).
-	Work string `json:"work"`
-	// Status is the seed's result status: succeeded, failed, jobcreated,
-	// alreadypulled or unknown.
-	Status  string      `json:"status"`
-	Reason  string      `json:"reason,omitempty"`
-	Message string      `json:"message,omitempty"`
+	// Work is the action's kube-fledged work type.
+	Work WorkType `json:"work"`
+	// Outcome is kube-fledged's status (succeeded, failed, alreadypulled,
+	// unknown; never jobcreated: only final results are written), reason
+	// and message.
+	Outcome `json:",inline"`
 	Time    metav1.Time `json:"time"`
 }
