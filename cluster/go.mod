@@ -6,9 +6,9 @@ require (
 	github.com/distribution/reference v0.6.0
 	github.com/google/go-cmp v0.7.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/prometheus/client_model v0.6.3
 	github.com/pullrecords/pullrecords v0.0.0-00010101000000-000000000000
 	github.com/pullrecords/pullrecords/cri v0.0.0-00010101000000-000000000000
-	github.com/pullrecords/pullrecords/imagecache v0.0.0-00010101000000-000000000000
 	golang.org/x/crypto v0.57.0
 	golang.org/x/sys v0.48.0
 	google.golang.org/grpc v1.85.0
@@ -50,7 +50,6 @@ require (
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/opencontainers/go-digest v1.0.0 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
-	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
@@ -75,5 +74,4 @@ require (
 replace (
 	github.com/pullrecords/pullrecords => ../
 	github.com/pullrecords/pullrecords/cri => ../cri
-	github.com/pullrecords/pullrecords/imagecache => ../imagecache
 )

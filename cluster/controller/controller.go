@@ -42,6 +42,7 @@ type Controller struct {
 	dynInformers  dynamicinformer.DynamicSharedInformerFactory
 
 	caches     cache.GenericLister
+	cacheView  *cacheView // caches, typed
 	nodeImages cache.GenericLister
 	nodes      corelisters.NodeLister
 	pods       corelisters.PodLister
@@ -140,6 +141,7 @@ func New(cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("pod indexers: %w", err)
 	}
 	c.caches = cacheInf.Lister()
+	c.cacheView = newCacheView(c.caches)
 	c.nodeImages = niInf.Lister()
 	c.nodes = nodeInf.Lister()
 	c.pods = podInf.Lister()

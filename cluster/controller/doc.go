@@ -172,14 +172,33 @@
 //     status lists at most 200 failures in all (and FailuresPerImage per
 //     image), counting the rest in counts.failuresOmitted.
 //
-// A cache's sync builds its requests one node at a time; its memory grows
-// with the results it aggregates, at most nodes x the node bound.
+// A cache's sync works one node at a time and keeps, across nodes, only
+// the tally of results (counts, the failures its status lists, a purge's
+// reasons) and the pods it plans for the round: its memory grows with the
+// nodes and the cache's failed images, not with nodes x images.
 //
 // Non-guarantees of the bounds: a cache refused on a node is looked at
 // again at its next action (refresh, update), not when room frees up; a
 // cache that finished before another tenant's cache cut it keeps its last
 // status until then. Purge entries are not counted against the bound (they
 // come from earlier admitted pulls and go once the agent has done them).
+//
+// Layout, by concept; calls go down this list, never up:
+//   - controller.go: informers, queues, workers; sync_cache.go: one round
+//     of a cache (syncCache); sync_node.go: one node's object (syncNode).
+//   - action.go: the action's lifecycle (which action is due, its start
+//     and its end); status.go: writing the cache's status.
+//   - decide.go: one (node, image)'s decision; purge.go: a purge's;
+//     placement.go, limits.go, limits_sync.go: which nodes and caches
+//     take part.
+//   - podplan.go, budget.go, pods.go, podwrite.go: grouping images into
+//     pre-pull pods within the in-flight bounds, the pod's shape and how
+//     its status reads, the pod API writes; refused.go: a refused create.
+//   - results.go, tally.go: a result (api.Outcome, kept as an
+//     api.NodeResult) from the moment it is read off a pod to the node's
+//     object and the cache's status; agentview.go: what the node's agent
+//     says; cacheview.go: the caches, typed; plan.go: what a cache asks
+//     of a node.
 //
 // Non-guarantees: "alreadypulled" says the image is on the node, not that
 // any pod may use it (the kubelet decides that per pod); kube-fledged's

@@ -5,10 +5,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/pullrecords/pullrecords/cluster/api"
-	"github.com/pullrecords/pullrecords/imagecache"
 )
 
 // refuseTooLarge ends the cache's action at once, Failed with reason
@@ -31,23 +29,19 @@ func (c *Controller) refuseTooLarge(ctx context.Context, ic *api.ImageCache, ima
 // every cache). When even the largest demand every cache could make fits
 // one node, no node refuses anything and nothing is computed per node.
 func (c *Controller) admittedOn(ic *api.ImageCache) (func(*corev1.Node) (nodeRefusal, bool), error) {
-	objs, err := c.caches.List(everything())
+	all, err := c.cacheView.list()
 	if err != nil {
 		return nil, err
 	}
-	caches := make([]*api.ImageCache, 0, len(objs))
+	caches := make([]*api.ImageCache, 0, len(all))
 	upper := 0
-	for _, o := range objs {
-		var x api.ImageCache
-		if err := api.FromUnstructured(o.(*unstructured.Unstructured), &x); err != nil {
-			continue
+	for _, x := range all {
+		if cacheKey(x) == cacheKey(ic) {
+			x = ic // the status this sync works on
 		}
-		if cacheKey(&x) == cacheKey(ic) {
-			x = *ic // the status this sync works on
-		}
-		caches = append(caches, &x)
-		if x.Status.Batch != "" && distinctImages(&x) <= c.cfg.MaxImagesPerCache {
-			upper += upperWeight(&x)
+		caches = append(caches, x)
+		if x.Status.Batch != "" && distinctImages(x) <= c.cfg.MaxImagesPerCache {
+			upper += upperWeight(x)
 		}
 	}
 	if upper <= c.cfg.MaxCacheImagesPerNode {
@@ -79,47 +73,15 @@ func upperWeight(ic *api.ImageCache) int {
 	return w
 }
 
-// nodeRequests is requests for one node: the cache's current action's
-// requests there, in spec order.
-func nodeRequests(ic *api.ImageCache, n *corev1.Node) []imagecache.ImageWorkRequest {
-	images := imagesFor(ic, n)
-	if len(images) == 0 {
-		return nil
+// refusedOutcome is the result of every image of the cache on a node that
+// refuses it: final, kept in the cache's status only (never written to the
+// node, which is the point). A pull is failed; a purge succeeds, as the
+// node holds nothing of the cache (its pulls there go to the node's purge
+// list like any other cache's the node no longer holds). Neither says the
+// image is present.
+func refusedOutcome(ic *api.ImageCache) api.Outcome {
+	if ic.Status.Reason == api.ReasonImageCachePurge {
+		return api.Outcome{Status: api.WorkSucceeded, Reason: ReasonNodeImageLimit, Message: msgNodeImageLimit}
 	}
-	wt := workTypeFor(ic.Status.Reason)
-	ref := imagecache.CacheRef{Namespace: ic.Namespace, Name: ic.Name}
-	out := make([]imagecache.ImageWorkRequest, 0, len(images))
-	for _, img := range images {
-		out = append(out, imagecache.ImageWorkRequest{Image: img, Node: n.Name,
-			ContainerRuntimeVersion: n.Status.NodeInfo.ContainerRuntimeVersion, WorkType: wt, ImageCache: ref})
-	}
-	return out
-}
-
-// refusedResults are the results of a node that refuses the cache: final,
-// kept in the cache's status only (never written to the node, which is the
-// point). A pull is failed; a purge succeeds, as the node holds nothing of
-// the cache (its pulls there go to the node's purge list like any other
-// cache's the node no longer holds). None says the image is present.
-func refusedResults(reqs []imagecache.ImageWorkRequest, now time.Time) []imagecache.ImageWorkResult {
-	out := make([]imagecache.ImageWorkResult, 0, len(reqs))
-	for _, req := range reqs {
-		status := imagecache.StatusFailed
-		if req.WorkType == imagecache.WorkTypePurge {
-			status = imagecache.StatusSucceeded
-		}
-		out = append(out, imagecache.ImageWorkResult{Request: req, Status: status, Reason: ReasonNodeImageLimit, Message: msgNodeImageLimit, Finished: now})
-	}
-	return out
-}
-
-// alwaysPull is alwaysPull, parsed once per image in a sync rather than
-// once per (node, image): the parse was most of a large sync's garbage.
-func (b *budget) alwaysPull(image string) bool {
-	v, ok := b.always[image]
-	if !ok {
-		v = alwaysPull(image)
-		b.always[image] = v
-	}
-	return v
+	return api.Outcome{Status: api.WorkFailed, Reason: ReasonNodeImageLimit, Message: msgNodeImageLimit}
 }

@@ -59,9 +59,9 @@ func TestMultiImagePodsGiveResultsPerImage(t *testing.T) {
 		t.Errorf("failures %+v, want only %s with ErrImagePull", f, images[3])
 	}
 	for _, r := range e.nodeImages(node).Status.Results {
-		wantStatus := "succeeded"
+		wantStatus := api.WorkSucceeded
 		if r.Image == images[3] {
-			wantStatus = "failed"
+			wantStatus = api.WorkFailed
 		}
 		if r.Status != wantStatus {
 			t.Errorf("node result of %s: %s (%s), want %s", r.Image, r.Status, r.Reason, wantStatus)
@@ -112,7 +112,7 @@ func TestMultiImagePodWithAFailureGoesOnceAllAreWritten(t *testing.T) {
 		pods := e.managedPods()
 		return len(pods) == 1 && pods[0].Spec.NodeName == n2
 	})
-	got := map[string]string{}
+	got := map[string]api.WorkStatus{}
 	for _, r := range e.nodeImages(n1).Status.Results {
 		got[r.Image] = r.Status
 	}

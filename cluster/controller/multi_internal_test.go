@@ -12,7 +12,6 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/pullrecords/pullrecords/cluster/api"
-	"github.com/pullrecords/pullrecords/imagecache"
 )
 
 // multiPod is the controller's pod for images, created at created, with
@@ -47,13 +46,13 @@ func TestOutcomesPerContainer(t *testing.T) {
 		"prepull-2": waitingState("ContainerCreating", ""),
 	})
 	outs := podOutcomes(pod, created.Add(time.Second), time.Minute)
-	if o := outs["prepull-0"]; !o.final || o.status != imagecache.StatusSucceeded {
+	if o := outs["prepull-0"]; !o.Final() || o.Status != api.WorkSucceeded {
 		t.Errorf("pulled image: %+v", o)
 	}
-	if o := outs["prepull-1"]; !o.final || o.status != imagecache.StatusFailed || o.reason != "ErrImagePull" || o.message != "401 Unauthorized" {
+	if o := outs["prepull-1"]; !o.Final() || o.Status != api.WorkFailed || o.Reason != "ErrImagePull" || o.Message != "401 Unauthorized" {
 		t.Errorf("refused image: %+v, want failed with the kubelet's reason and message", o)
 	}
-	if o := outs["prepull-2"]; o.final {
+	if o := outs["prepull-2"]; o.Final() {
 		t.Errorf("image still pulling is final: %+v", o)
 	}
 	if allFinal(outs) || !anyFailed(outs) {
@@ -66,10 +65,10 @@ func TestOutcomesPerContainer(t *testing.T) {
 	// At the deadline the waiting image fails with what it last said; the
 	// others keep theirs.
 	outs = podOutcomes(pod, created.Add(time.Minute), time.Minute)
-	if o := outs["prepull-2"]; !o.final || o.status != imagecache.StatusFailed || o.reason != "ContainerCreating" {
+	if o := outs["prepull-2"]; !o.Final() || o.Status != api.WorkFailed || o.Reason != "ContainerCreating" {
 		t.Errorf("image waiting at the deadline: %+v", o)
 	}
-	if o := outs["prepull-0"]; o.status != imagecache.StatusSucceeded {
+	if o := outs["prepull-0"]; o.Status != api.WorkSucceeded {
 		t.Errorf("pulled image at the deadline: %+v", o)
 	}
 	if !allFinal(outs) {
@@ -80,7 +79,7 @@ func TestOutcomesPerContainer(t *testing.T) {
 	// status a stale or forged status shows running.
 	pod.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: installContainer, State: waitingState("ImagePullBackOff", "no such image")}}
 	for name, o := range podOutcomes(pod, created.Add(time.Second), time.Minute) {
-		if !o.final || o.status != imagecache.StatusFailed || o.reason != "NoopImageImagePullBackOff" {
+		if !o.Final() || o.Status != api.WorkFailed || o.Reason != "NoopImageImagePullBackOff" {
 			t.Errorf("%s with the helper image unpullable: %+v", name, o)
 		}
 	}
@@ -154,10 +153,10 @@ func TestDeadlineCountsFromLastProgress(t *testing.T) {
 		"prepull-0": {Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, StartedAt: done, FinishedAt: done}},
 		"prepull-1": waitingState("ContainerCreating", ""),
 	})
-	if o := containerOutcome(pod, "prepull-1", created.Add(70*time.Second), time.Minute); o.final {
+	if o := containerOutcome(pod, "prepull-1", created.Add(70*time.Second), time.Minute); o.Final() {
 		t.Errorf("20s after the previous image finished, with a minute's deadline: %+v", o)
 	}
-	if o := containerOutcome(pod, "prepull-1", created.Add(110*time.Second), time.Minute); !o.final || o.status != imagecache.StatusFailed {
+	if o := containerOutcome(pod, "prepull-1", created.Add(110*time.Second), time.Minute); !o.Final() || o.Status != api.WorkFailed {
 		t.Errorf("a minute after the pod's last progress: %+v, want failed", o)
 	}
 	if got := lastProgress(pod); !got.Equal(done.Time) {

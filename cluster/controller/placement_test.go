@@ -14,7 +14,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/pullrecords/pullrecords/cluster/api"
-	"github.com/pullrecords/pullrecords/imagecache"
 )
 
 // readyNode is a worker node whose kubelet reports Ready, changed by edit.
@@ -198,15 +197,14 @@ func TestConfigRefusesAnInvalidPlacementToleration(t *testing.T) {
 
 func TestPrepullPodCarriesOnlyThePlacementTolerations(t *testing.T) {
 	ic := &api.ImageCache{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", UID: "u"}}
-	req := imagecache.ImageWorkRequest{Image: "a:1", Node: "n"}
 	c := &Controller{cfg: Config{NoopImage: "noop:1"}}
-	if got := c.prepullPod(ic, req.Node, []string{req.Image}).Spec.Tolerations; len(got) != 0 {
+	if got := c.prepullPod(ic, "n", []string{"a:1"}).Spec.Tolerations; len(got) != 0 {
 		t.Errorf("default pre-pull pod tolerations %+v, want none (it would land on every tainted node)", got)
 	}
 	gpu := corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "gpu", Effect: corev1.TaintEffectNoExecute,
 		TolerationSeconds: ptr.To[int64](60)}
 	c.cfg.Placement.Tolerations = []corev1.Toleration{gpu}
-	if diff := cmp.Diff([]corev1.Toleration{gpu}, c.prepullPod(ic, req.Node, []string{req.Image}).Spec.Tolerations); diff != "" {
+	if diff := cmp.Diff([]corev1.Toleration{gpu}, c.prepullPod(ic, "n", []string{"a:1"}).Spec.Tolerations); diff != "" {
 		t.Errorf("pre-pull pod tolerations (-want +got):\n%s", diff)
 	}
 }
@@ -214,23 +212,18 @@ func TestPrepullPodCarriesOnlyThePlacementTolerations(t *testing.T) {
 func TestWithSkippedCountsAndNamesTheNodes(t *testing.T) {
 	ic := &api.ImageCache{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
 	ic.Status.Reason = api.ReasonImageCacheCreate
-	var reqs []imagecache.ImageWorkRequest
-	for _, n := range []string{"n1", "n2", "n3"} {
-		for _, img := range []string{"a:1", "b:1"} {
-			reqs = append(reqs, imagecache.ImageWorkRequest{Node: n, Image: img})
-		}
-	}
 	skipped := []skippedPair{{"n3", "a:1", "not Ready"}, {"n3", "b:1", "not Ready"}, {"n2", "a:1", "cordoned"}, {"n2", "b:1", "cordoned"}}
-	rest := eligible(reqs, skipped)
-	if len(rest) != 2 || rest[0].Node != "n1" || rest[1].Node != "n1" {
-		t.Fatalf("eligible = %+v, want n1's two requests", rest)
-	}
-	var results []imagecache.ImageWorkResult
-	for _, r := range rest {
-		results = append(results, imagecache.ImageWorkResult{Request: r, Status: imagecache.StatusSucceeded})
-	}
-	st := withSkipped(aggregate(ic, rest, results, 0, 0, 10), skipped)
+	// n1's two images are pulled; n2's and n3's are skipped.
+	pulled := newTally(10)
+	pulled.add("n1", "a:1", api.Outcome{Status: api.WorkSucceeded})
+	st := withSkipped(pulled.status(ic, 2, 1, 0), skipped)
 	wantMsg := "2 node(s) skipped by the controller's placement rules: n2 cordoned, n3 not Ready."
+	// Still in progress elsewhere: Processing, and the skip is said already.
+	if st.Status != api.ActionStatusProcessing || !strings.Contains(st.Message, wantMsg) {
+		t.Errorf("in progress: %s %q", st.Status, st.Message)
+	}
+	pulled.add("n1", "b:1", api.Outcome{Status: api.WorkSucceeded})
+	st = withSkipped(pulled.status(ic, 2, 0, 0), skipped)
 	if st.Status != api.ActionStatusSucceeded || !strings.Contains(st.Message, wantMsg) || strings.Contains(st.Message, "every selected node;") {
 		t.Errorf("status %s %q, want Succeeded naming the skipped nodes", st.Status, st.Message)
 	}
@@ -239,18 +232,12 @@ func TestWithSkippedCountsAndNamesTheNodes(t *testing.T) {
 	}
 
 	// Every pair skipped: nothing was pulled, and the status says why.
-	st = withSkipped(aggregate(ic, nil, nil, 0, 0, 10), []skippedPair{{"n3", "a:1", "not Ready"}})
+	st = withSkipped(newTally(10).status(ic, 0, 0, 0), []skippedPair{{"n3", "a:1", "not Ready"}})
 	if st.Status != api.ActionStatusNoImagesPulledOrDeleted || st.Message != "No image was pulled: 1 node(s) skipped by the controller's placement rules: n3 not Ready." {
 		t.Errorf("all skipped: %s %q", st.Status, st.Message)
 	}
 	if st.Counts.Desired != 1 || st.Counts.Skipped != 1 {
 		t.Errorf("all skipped: counts %+v", st.Counts)
-	}
-
-	// Still in progress elsewhere: Processing, and the skip is said already.
-	st = withSkipped(aggregate(ic, rest, results[:1], 1, 0, 10), skipped)
-	if st.Status != api.ActionStatusProcessing || !strings.Contains(st.Message, wantMsg) {
-		t.Errorf("in progress: %s %q", st.Status, st.Message)
 	}
 
 	// Many nodes: the message names at most maxSkippedNamed.
@@ -283,22 +270,4 @@ func TestNodeMattersForPlacementChanges(t *testing.T) {
 	if nodeMatters(base, beat) {
 		t.Error("a heartbeat alone requeues every cache")
 	}
-}
-
-// eligible returns the requests that are not skipped, in order.
-func eligible(reqs []imagecache.ImageWorkRequest, skipped []skippedPair) []imagecache.ImageWorkRequest {
-	if len(skipped) == 0 {
-		return reqs
-	}
-	skip := map[[2]string]bool{}
-	for _, s := range skipped {
-		skip[[2]string{s.node, s.image}] = true
-	}
-	var out []imagecache.ImageWorkRequest
-	for _, r := range reqs {
-		if !skip[[2]string{r.Node, r.Image}] {
-			out = append(out, r)
-		}
-	}
-	return out
 }

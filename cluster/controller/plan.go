@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"sort"
 	"strings"
 
 	"github.com/distribution/reference"
@@ -9,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/pullrecords/pullrecords/cluster/api"
-	"github.com/pullrecords/pullrecords/imagecache"
 )
 
 // cacheKey is an ImageCache's namespace/name.
@@ -44,46 +42,6 @@ func imagesFor(ic *api.ImageCache, node *corev1.Node) []string {
 			}
 			seen[img] = true
 			out = append(out, img)
-		}
-	}
-	return out
-}
-
-// workTypeFor maps an action reason to the seed's work type.
-func workTypeFor(reason string) imagecache.WorkType {
-	switch reason {
-	case api.ReasonImageCacheUpdate:
-		return imagecache.WorkTypeUpdate
-	case api.ReasonImageCacheRefresh:
-		return imagecache.WorkTypeRefresh
-	case api.ReasonImageCachePurge:
-		return imagecache.WorkTypePurge
-	case api.ReasonImageCacheDelete:
-		return imagecache.WorkTypeDelete
-	default:
-		return imagecache.WorkTypeCreate
-	}
-}
-
-// requests turns the cache's current action into the seed's work requests:
-// one per (node, image) the action covers, ordered by node then spec order.
-// A purge covers the images the cache lists (it wants none any more, see
-// purged), every other action the images it wants.
-func requests(ic *api.ImageCache, nodes []*corev1.Node) []imagecache.ImageWorkRequest {
-	wt := workTypeFor(ic.Status.Reason)
-	sorted := append([]*corev1.Node(nil), nodes...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
-	ref := imagecache.CacheRef{Namespace: ic.Namespace, Name: ic.Name}
-	var out []imagecache.ImageWorkRequest
-	for _, n := range sorted {
-		for _, img := range imagesFor(ic, n) {
-			out = append(out, imagecache.ImageWorkRequest{
-				Image:                   img,
-				Node:                    n.Name,
-				ContainerRuntimeVersion: n.Status.NodeInfo.ContainerRuntimeVersion,
-				WorkType:                wt,
-				ImageCache:              ref,
-			})
 		}
 	}
 	return out
@@ -130,18 +88,4 @@ func presentInNodeStatus(node *corev1.Node, image string) bool {
 		}
 	}
 	return false
-}
-
-// noRequestsMessage says why an action covered no (node, image): the cache
-// lists no image at all, or no node matched the selectors of the entries
-// that list some.
-func noRequestsMessage(ic *api.ImageCache) string {
-	for _, e := range ic.Spec.CacheSpec {
-		for _, img := range e.Images {
-			if strings.TrimSpace(img) != "" {
-				return "No node matched the cache's node selectors, so no image was pulled or removed."
-			}
-		}
-	}
-	return "The cache lists no images, so no image was pulled or removed."
 }

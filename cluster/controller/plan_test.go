@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pullrecords/pullrecords/cluster/api"
-	"github.com/pullrecords/pullrecords/imagecache"
 )
 
 func node(name string, labels map[string]string, images ...string) *corev1.Node {
@@ -21,25 +20,21 @@ func node(name string, labels map[string]string, images ...string) *corev1.Node 
 	return n
 }
 
-func TestRequestsFollowSelectorsAndAction(t *testing.T) {
+func TestImagesForFollowSelectors(t *testing.T) {
 	ic := &api.ImageCache{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
 	ic.Spec.CacheSpec = []api.CacheSpecImages{
 		{Images: []string{"a:1", "b:1", "a:1"}, NodeSelector: map[string]string{"pool": "gpu"}},
-		{Images: []string{"c:1"}},
+		{Images: []string{" c:1 ", ""}},
 	}
-	ic.Status.Reason = api.ReasonImageCacheRefresh
-	nodes := []*corev1.Node{node("n2", nil), node("n1", map[string]string{"pool": "gpu"})}
-	got := requests(ic, nodes)
 	var pairs []string
-	for _, r := range got {
-		if r.WorkType != imagecache.WorkTypeRefresh || r.ImageCache.String() != "ns/c" || r.ContainerRuntimeVersion != "containerd://1.6.20" {
-			t.Errorf("request %+v", r)
+	for _, n := range []*corev1.Node{node("n1", map[string]string{"pool": "gpu"}), node("n2", nil)} {
+		for _, img := range imagesFor(ic, n) {
+			pairs = append(pairs, n.Name+" "+img)
 		}
-		pairs = append(pairs, r.Node+" "+r.Image)
 	}
 	want := []string{"n1 a:1", "n1 b:1", "n1 c:1", "n2 c:1"}
 	if diff := cmp.Diff(want, pairs); diff != "" {
-		t.Errorf("requests (-want +got):\n%s", diff)
+		t.Errorf("images (-want +got):\n%s", diff)
 	}
 }
 
@@ -91,29 +86,27 @@ func TestPodOutcome(t *testing.T) {
 		name string
 		pod  *corev1.Pod
 		age  time.Duration
-		want outcome
+		want api.Outcome
 	}{
-		{"succeeded", pod(corev1.PodSucceeded), time.Second, outcome{final: true, status: imagecache.StatusSucceeded}},
-		{"running means pulled", pod(corev1.PodRunning, running), time.Second, outcome{final: true, status: imagecache.StatusSucceeded}},
-		{"exit code does not matter", pod(corev1.PodFailed, exited), time.Second, outcome{final: true, status: imagecache.StatusSucceeded}},
+		{"succeeded", pod(corev1.PodSucceeded), time.Second, api.Outcome{Status: api.WorkSucceeded}},
+		{"running means pulled", pod(corev1.PodRunning, running), time.Second, api.Outcome{Status: api.WorkSucceeded}},
+		{"exit code does not matter", pod(corev1.PodFailed, exited), time.Second, api.Outcome{Status: api.WorkSucceeded}},
 		{"401", pod(corev1.PodPending, waiting("ErrImagePull", "failed to pull: 401 Unauthorized")), time.Second,
-			outcome{final: true, status: imagecache.StatusFailed, reason: "ErrImagePull", message: "failed to pull: 401 Unauthorized"}},
+			api.Outcome{Status: api.WorkFailed, Reason: "ErrImagePull", Message: "failed to pull: 401 Unauthorized"}},
 		{"backoff", pod(corev1.PodPending, waiting("ImagePullBackOff", "Back-off pulling")), time.Second,
-			outcome{final: true, status: imagecache.StatusFailed, reason: "ImagePullBackOff", message: "Back-off pulling"}},
-		{"still pulling", pod(corev1.PodPending, waiting("ContainerCreating", "")), time.Second, outcome{status: imagecache.StatusJobCreated}},
+			api.Outcome{Status: api.WorkFailed, Reason: "ImagePullBackOff", Message: "Back-off pulling"}},
+		{"still pulling", pod(corev1.PodPending, waiting("ContainerCreating", "")), time.Second, api.Outcome{Status: api.WorkJobCreated}},
 		{"deadline with a reason", pod(corev1.PodPending, waiting("ContainerCreating", "slow")), 5 * time.Minute,
-			outcome{final: true, status: imagecache.StatusFailed, reason: "ContainerCreating", message: "not pulled within 5m0s: ContainerCreating: slow"}},
+			api.Outcome{Status: api.WorkFailed, Reason: "ContainerCreating", Message: "not pulled within 5m0s: ContainerCreating: slow"}},
 		{"deadline while the helper runs", pod(corev1.PodPending, waiting("PodInitializing", "")), 5 * time.Minute,
-			outcome{final: true, status: imagecache.StatusFailed, reason: "PodInitializing",
-				message: "not pulled within 5m0s: the pre-pull helper (init container install-noop) had not finished installing the no-op program"}},
+			api.Outcome{Status: api.WorkFailed, Reason: "PodInitializing", Message: "not pulled within 5m0s: the pre-pull helper (init container install-noop) had not finished installing the no-op program"}},
 		{"deadline without any status", pod(corev1.PodPending), 6 * time.Minute,
-			outcome{final: true, status: imagecache.StatusFailed, reason: "Pending",
-				message: "the node reported nothing on the pre-pull pod within 5m0s; check that the node is Ready and its kubelet runs"}},
+			api.Outcome{Status: api.WorkFailed, Reason: "Pending", Message: "the node reported nothing on the pre-pull pod within 5m0s; check that the node is Ready and its kubelet runs"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got := containerOutcome(tc.pod, "prepull-0", created.Add(tc.age), 5*time.Minute)
-			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(outcome{})); diff != "" {
+			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("containerOutcome (-want +got):\n%s", diff)
 			}
 		})
@@ -123,49 +116,10 @@ func TestPodOutcome(t *testing.T) {
 		p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: installContainer,
 			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: "not found"}}}}
 		got := containerOutcome(p, "prepull-0", created, time.Minute)
-		if !got.final || got.status != imagecache.StatusFailed || got.reason != "NoopImageErrImagePull" {
+		if !got.Final() || got.Status != api.WorkFailed || got.Reason != "NoopImageErrImagePull" {
 			t.Errorf("got %+v", got)
 		}
 	})
-}
-
-func TestAggregateCapsFailuresAndKeepsCounts(t *testing.T) {
-	ic := &api.ImageCache{}
-	ic.Status.Reason = api.ReasonImageCacheCreate
-	var reqs []imagecache.ImageWorkRequest
-	var results []imagecache.ImageWorkResult
-	for i := 0; i < 1000; i++ {
-		req := imagecache.ImageWorkRequest{Image: "img:1", Node: "node-" + string(rune('a'+i%26)) + time.Duration(i).String()}
-		reqs = append(reqs, req)
-		st := imagecache.StatusFailed
-		if i%2 == 0 {
-			st = imagecache.StatusSucceeded
-		}
-		results = append(results, imagecache.ImageWorkResult{Request: req, Status: st, Reason: "ErrImagePull", Message: "401"})
-	}
-	st := aggregate(ic, reqs, results, 0, 0, 10)
-	if st.Status != api.ActionStatusFailed {
-		t.Errorf("status %q, want Failed", st.Status)
-	}
-	if n := len(st.Failures["img:1"]); n != 10 {
-		t.Errorf("%d failures listed, want the cap of 10", n)
-	}
-	want := api.ResultCounts{Desired: 1000, Succeeded: 500, Failed: 500, FailuresOmitted: 490}
-	if diff := cmp.Diff(want, *st.Counts); diff != "" {
-		t.Errorf("counts (-want +got):\n%s", diff)
-	}
-
-	st = aggregate(ic, reqs, results[:10], 3, 0, 10)
-	if st.Status != api.ActionStatusProcessing || st.Counts.InFlight != 3 {
-		t.Errorf("partial results: %q inFlight %d, want Processing 3", st.Status, st.Counts.InFlight)
-	}
-	if st := aggregate(ic, reqs, results, 0, 1, 10); st.Status != api.ActionStatusProcessing {
-		t.Errorf("with a result not yet written to its node: %q, want Processing", st.Status)
-	}
-	st = aggregate(ic, nil, nil, 0, 0, 10)
-	if st.Status != api.ActionStatusNoImagesPulledOrDeleted {
-		t.Errorf("no requests: %q", st.Status)
-	}
 }
 
 func TestNextAction(t *testing.T) {

@@ -14,7 +14,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/pullrecords/pullrecords/cluster/api"
-	"github.com/pullrecords/pullrecords/imagecache"
 )
 
 // Labels and annotations of pre-pull pods.
@@ -201,18 +200,10 @@ var pullFailureReasons = map[string]bool{
 	"SignatureValidationFailed": true,
 }
 
-// outcome is what a pre-pull pod says about the pull of one of its images.
-type outcome struct {
-	final   bool
-	status  imagecache.ImageWorkStatus
-	reason  string
-	message string
-}
-
 // podOutcomes reads a pre-pull pod's status for each of its images (by
 // the name of the container that pulls it, see podImages).
-func podOutcomes(pod *corev1.Pod, now time.Time, deadline time.Duration) map[string]outcome {
-	out := map[string]outcome{}
+func podOutcomes(pod *corev1.Pod, now time.Time, deadline time.Duration) map[string]api.Outcome {
+	out := map[string]api.Outcome{}
 	for name := range podImages(pod) {
 		out[name] = containerOutcome(pod, name, now, deadline)
 	}
@@ -220,9 +211,9 @@ func podOutcomes(pod *corev1.Pod, now time.Time, deadline time.Duration) map[str
 }
 
 // allFinal reports whether every image of a pod has its final outcome.
-func allFinal(outs map[string]outcome) bool {
+func allFinal(outs map[string]api.Outcome) bool {
 	for _, o := range outs {
-		if !o.final {
+		if !o.Final() {
 			return false
 		}
 	}
@@ -239,19 +230,19 @@ func allFinal(outs map[string]outcome) bool {
 // waiting when the pod made no progress for deadline (lastProgress: the
 // kubelet pulls a pod's images one after another, so each pull gets the
 // deadline, not the pod) fails with what its container last said.
-func containerOutcome(pod *corev1.Pod, name string, now time.Time, deadline time.Duration) outcome {
+func containerOutcome(pod *corev1.Pod, name string, now time.Time, deadline time.Duration) api.Outcome {
 	if pod.Status.Phase == corev1.PodSucceeded {
-		return outcome{final: true, status: imagecache.StatusSucceeded}
+		return api.Outcome{Status: api.WorkSucceeded}
 	}
 	var last *corev1.ContainerStateWaiting
 	for _, cs := range pod.Status.InitContainerStatuses {
 		if w := cs.State.Waiting; w != nil && pullFailureReasons[w.Reason] {
-			return outcome{final: true, status: imagecache.StatusFailed, reason: "NoopImage" + w.Reason,
-				message: fmt.Sprintf("the pre-pull helper image could not be pulled: %s", w.Message)}
+			return api.Outcome{Status: api.WorkFailed, Reason: "NoopImage" + w.Reason,
+				Message: fmt.Sprintf("the pre-pull helper image could not be pulled: %s", w.Message)}
 		}
 		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
-			return outcome{final: true, status: imagecache.StatusFailed, reason: "NoopInstallFailed",
-				message: fmt.Sprintf("the pre-pull helper exited %d: %s %s", t.ExitCode, t.Reason, t.Message)}
+			return api.Outcome{Status: api.WorkFailed, Reason: "NoopInstallFailed",
+				Message: fmt.Sprintf("the pre-pull helper exited %d: %s %s", t.ExitCode, t.Reason, t.Message)}
 		}
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
@@ -259,27 +250,27 @@ func containerOutcome(pod *corev1.Pod, name string, now time.Time, deadline time
 			continue
 		}
 		if cs.State.Running != nil || cs.State.Terminated != nil {
-			return outcome{final: true, status: imagecache.StatusSucceeded}
+			return api.Outcome{Status: api.WorkSucceeded}
 		}
 		if w := cs.State.Waiting; w != nil {
 			if pullFailureReasons[w.Reason] {
-				return outcome{final: true, status: imagecache.StatusFailed, reason: w.Reason, message: w.Message}
+				return api.Outcome{Status: api.WorkFailed, Reason: w.Reason, Message: w.Message}
 			}
 			last = w
 		}
 	}
 	if pod.Status.Phase == corev1.PodFailed {
-		return outcome{final: true, status: imagecache.StatusFailed, reason: nonEmpty(pod.Status.Reason, "PodFailed"), message: pod.Status.Message}
+		return api.Outcome{Status: api.WorkFailed, Reason: nonEmpty(pod.Status.Reason, "PodFailed"), Message: pod.Status.Message}
 	}
 	if now.Sub(lastProgress(pod)) >= deadline {
 		if last != nil {
-			return outcome{final: true, status: imagecache.StatusFailed, reason: nonEmpty(last.Reason, "PullDeadlineExceeded"),
-				message: fmt.Sprintf("not pulled within %s: %s", deadline, waitingText(last))}
+			return api.Outcome{Status: api.WorkFailed, Reason: nonEmpty(last.Reason, "PullDeadlineExceeded"),
+				Message: fmt.Sprintf("not pulled within %s: %s", deadline, waitingText(last))}
 		}
-		return outcome{final: true, status: imagecache.StatusFailed, reason: "Pending",
-			message: fmt.Sprintf("the node reported nothing on the pre-pull pod within %s; check that the node is Ready and its kubelet runs", deadline)}
+		return api.Outcome{Status: api.WorkFailed, Reason: "Pending",
+			Message: fmt.Sprintf("the node reported nothing on the pre-pull pod within %s; check that the node is Ready and its kubelet runs", deadline)}
 	}
-	return outcome{status: imagecache.StatusJobCreated}
+	return api.Outcome{Status: api.WorkJobCreated}
 }
 
 // lastProgress is when the pod last moved: its creation, or the latest

@@ -2,13 +2,11 @@ package controller
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/pullrecords/pullrecords/cluster/api"
-	"github.com/pullrecords/pullrecords/imagecache"
 )
 
 // Reasons and messages of purge results that leave the image on the node.
@@ -34,45 +32,50 @@ type recordKey struct{ image, uid string }
 // image gone or reports why it kept it, failed when the runtime refused.
 // A node whose agent is away keeps the purge pending: the entry stays in
 // the node's spec and is done when the agent reports again.
-func (c *Controller) decidePurge(ic *api.ImageCache, ni *api.NodeImages, agent agentView, req imagecache.ImageWorkRequest,
-	result func(imagecache.ImageWorkStatus, string, string, string) (*imagecache.ImageWorkResult, waitKind, error)) (*imagecache.ImageWorkResult, waitKind, error) {
-	key, uid := cacheKey(ic), string(ic.UID)
+func (c *Controller) decidePurge(ic *api.ImageCache, ns *nodeState, image string) (api.Outcome, waitKind) {
+	key, uid, ni, agent := cacheKey(ic), string(ic.UID), ns.ni, ns.agent
 	if ni == nil {
-		return result(imagecache.StatusSucceeded, reasonNotCached, msgNothingToRemove, "")
+		return kept(reasonNotCached, msgNothingToRemove), waitKind{}
 	}
-	kept := findImage(ni.Spec.Images, req.Image)
-	if kept != nil && contains(kept.Caches, key) {
+	held := findImage(ni.Spec.Images, image)
+	if held != nil && contains(held.Caches, key) {
 		// The node's spec does not show the purge yet.
-		c.nodeQueue.Add(req.Node)
-		return nil, waitKind{after: waitForReport}, nil
+		c.nodeQueue.Add(ns.node.Name)
+		return api.Outcome{}, waitKind{after: waitForReport}
 	}
-	if e := findImage(ni.Spec.Purge, req.Image); e != nil && pulledBy(e, uid) {
+	if e := findImage(ni.Spec.Purge, image); e != nil && pulledBy(e, uid) {
 		if !agent.alive {
-			return nil, waitKind{after: waitForReport, away: true}, nil
+			return api.Outcome{}, waitKind{after: waitForReport, away: true}
 		}
-		if !agent.reported(req.Image) {
-			return nil, waitKind{after: waitForReport}, nil
+		if !agent.reported(image) {
+			return api.Outcome{}, waitKind{after: waitForReport}
 		}
-		p := agent.presence[req.Image]
+		p := agent.presence[image]
 		switch {
 		case p.RemoveError != "":
-			return result(imagecache.StatusFailed, "ImageDeleteFailed", p.RemoveError, "")
+			return api.Outcome{Status: api.WorkFailed, Reason: "ImageDeleteFailed", Message: p.RemoveError}, waitKind{}
 		case p.Kept == api.KeptInUse:
-			return result(imagecache.StatusSucceeded, reasonKept, msgKeptInUse, "")
+			return kept(reasonKept, msgKeptInUse), waitKind{}
 		case p.Kept != "":
-			return result(imagecache.StatusSucceeded, reasonKept, "kept: "+p.Kept, "")
+			return kept(reasonKept, "kept: "+p.Kept), waitKind{}
 		case !p.Present:
-			return result(imagecache.StatusSucceeded, "", "removed from the runtime", "")
+			return api.Outcome{Status: api.WorkSucceeded, Message: "removed from the runtime"}, waitKind{}
 		}
-		return nil, waitKind{after: waitForReport}, nil
+		return api.Outcome{}, waitKind{after: waitForReport}
 	}
 	switch {
-	case kept != nil && pulledBy(kept, uid):
-		return result(imagecache.StatusSucceeded, reasonKept, fmt.Sprintf(msgKeptByOtherCache, strings.Join(kept.Caches, ", ")), "")
-	case kept != nil, foundPresent(ni, key, req.Image):
-		return result(imagecache.StatusSucceeded, reasonNotPulled, msgFoundPresent, "")
+	case held != nil && pulledBy(held, uid):
+		return kept(reasonKept, fmt.Sprintf(msgKeptByOtherCache, strings.Join(held.Caches, ", "))), waitKind{}
+	case held != nil, foundPresent(ni, key, image):
+		return kept(reasonNotPulled, msgFoundPresent), waitKind{}
 	}
-	return result(imagecache.StatusSucceeded, reasonNotCached, msgNothingToRemove, "")
+	return kept(reasonNotCached, msgNothingToRemove), waitKind{}
+}
+
+// kept is a purge's succeeded result that leaves the image on the node,
+// for reason.
+func kept(reason, message string) api.Outcome {
+	return api.Outcome{Status: api.WorkSucceeded, Reason: reason, Message: message}
 }
 
 // foundPresent reports whether the cache's latest result for image on the
@@ -80,7 +83,7 @@ func (c *Controller) decidePurge(ic *api.ImageCache, ni *api.NodeImages, agent a
 func foundPresent(ni *api.NodeImages, cache, image string) bool {
 	for _, r := range ni.Status.Results {
 		if r.Cache == cache && r.Image == image {
-			return r.Status == string(imagecache.StatusAlreadyPulled)
+			return r.Status == api.WorkAlreadyPulled
 		}
 	}
 	return false
@@ -154,50 +157,30 @@ func pulledImageRef(pod *corev1.Pod, name, image string) string {
 	return ""
 }
 
-// purgeSummary is the final message of a purge: how many images were
-// removed and why the others stay.
-func purgeSummary(results []imagecache.ImageWorkResult) string {
-	removed := 0
-	why := map[string]int{}
-	for _, r := range results {
-		if r.Status != imagecache.StatusSucceeded {
-			continue
-		}
-		if r.Reason == "" {
-			removed++
-			continue
-		}
-		msg := r.Message
-		if r.Reason == reasonKept && strings.HasPrefix(msg, "kept: another ImageCache keeps it") {
-			msg = "kept: another ImageCache keeps it"
-		}
-		why[msg]++
-	}
-	if len(why) == 0 {
-		return "Every image this cache pulled was removed from the selected nodes."
-	}
-	var parts []string
-	for m, n := range why {
-		parts = append(parts, fmt.Sprintf("%s (%d)", m, n))
-	}
-	sort.Strings(parts)
-	return fmt.Sprintf("%d image(s) this cache pulled removed from the selected nodes; the others stay: %s.", removed, strings.Join(parts, "; "))
-}
-
 // notePull completes the cache's pull record when its pod's pull
 // succeeded: only a record made when the pod was created for this batch
 // (the agent had reported the image absent) gains the image ID the kubelet
 // reported for container, and only for the container this controller
 // makes for the image.
-func (c *Controller) notePull(ni *api.NodeImages, req imagecache.ImageWorkRequest, ic *api.ImageCache, pod *corev1.Pod, container string) {
-	rec, ok := c.recordOf(ni, req.Node, req.Image, string(ic.UID))
+func (c *Controller) notePull(ni *api.NodeImages, node, image string, ic *api.ImageCache, pod *corev1.Pod, container string) {
+	rec, ok := c.recordOf(ni, node, image, string(ic.UID))
 	if !ok || rec.Batch != ic.Status.Batch || rec.ImageRef != "" {
 		return
 	}
-	ref := pulledImageRef(pod, container, req.Image)
+	ref := pulledImageRef(pod, container, image)
 	if ref == "" {
 		return
 	}
 	rec.ImageRef = ref
-	c.addRecord(req.Node, req.Image, rec)
+	c.addRecord(node, image, rec)
+}
+
+// findImage returns image's entry in list, or nil.
+func findImage(list []api.NodeImage, image string) *api.NodeImage {
+	for i := range list {
+		if list[i].Image == image {
+			return &list[i]
+		}
+	}
+	return nil
 }

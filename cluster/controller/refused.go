@@ -10,12 +10,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
 
 	"github.com/pullrecords/pullrecords/cluster/api"
-	"github.com/pullrecords/pullrecords/imagecache"
 )
 
 // Pre-pull pods the API server refuses to create. A namespace's Pod
@@ -162,8 +160,8 @@ func (c *Controller) settleRefused(ctx context.Context, ic *api.ImageCache, refu
 			}
 			continue
 		}
-		for _, req := range r.planned.reqs {
-			c.podRefused(ctx, ic, req, r.refusal)
+		for _, img := range r.planned.images {
+			c.podRefused(ctx, ic, r.planned.node, img, r.refusal)
 		}
 	}
 	return retry
@@ -189,24 +187,18 @@ func (c *Controller) ownPodsPulling(ns string) bool {
 	return false
 }
 
-// podRefused ends req as failed with the refusal, and sends the cache's
-// Warning event when the reason is new for its action.
-func (c *Controller) podRefused(ctx context.Context, ic *api.ImageCache, req imagecache.ImageWorkRequest, r refusal) {
-	now := c.cfg.Clock.Now()
-	message := "the API server refused the pre-pull pod: " + r.message
-	key := resultKey{cache: cacheKey(ic), image: req.Image}
-	c.addPending(req.Node, key, api.NodeResult{
-		Cache: key.cache, CacheUID: string(ic.UID), Image: req.Image, Batch: ic.Status.Batch,
-		Work: string(req.WorkType), Status: string(imagecache.StatusFailed), Reason: r.reason, Message: message,
-		Time: metav1.Time{Time: now},
-	}, "")
-	c.cacheQueue.AddAfter(key.cache, batchDelay)
+// podRefused ends image on node as failed with the refusal, and sends the
+// cache's Warning event when the reason is new for its action.
+func (c *Controller) podRefused(ctx context.Context, ic *api.ImageCache, node, image string, r refusal) {
+	c.settle(ic, node, image, api.Outcome{Status: api.WorkFailed, Reason: r.reason,
+		Message: "the API server refused the pre-pull pod: " + r.message}, "")
+	c.cacheQueue.AddAfter(cacheKey(ic), batchDelay)
 	logger := klog.FromContext(ctx)
-	logger.V(2).Info("Pre-pull pod refused", "node", req.Node, "image", req.Image, "reason", r.reason, "message", r.message)
+	logger.V(2).Info("Pre-pull pod refused", "node", node, "image", image, "reason", r.reason, "message", r.message)
 	if c.refused.first(ic, r.reason) {
 		logger.Info("The API server refuses this cache's pre-pull pods", "reason", r.reason, "message", r.message)
 		c.recorder.Eventf(eventRef(ic), corev1.EventTypeWarning, r.reason,
-			"%s", truncate(fmt.Sprintf("The API server refuses this cache's pre-pull pods (first: %s on node %s), so they fail for this action: %s",
-				req.Image, req.Node, r.message), 1024))
+			"%s", truncateMessage(fmt.Sprintf("The API server refuses this cache's pre-pull pods (first: %s on node %s), so they fail for this action: %s",
+				image, node, r.message), 1024))
 	}
 }

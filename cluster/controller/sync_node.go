@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -39,19 +38,13 @@ func (c *Controller) syncNode(ctx context.Context, name string) (time.Duration, 
 	if err != nil {
 		return 0, err
 	}
-	objs, err := c.caches.List(everything())
+	list, err := c.cacheView.list()
 	if err != nil {
 		return 0, err
 	}
-	caches := map[string]*api.ImageCache{}
-	list := make([]*api.ImageCache, 0, len(objs))
-	for _, o := range objs {
-		var ic api.ImageCache
-		if err := api.FromUnstructured(o.(*unstructured.Unstructured), &ic); err != nil {
-			continue
-		}
-		caches[cacheKey(&ic)] = &ic
-		list = append(list, &ic)
+	caches := make(map[string]*api.ImageCache, len(list))
+	for _, ic := range list {
+		caches[cacheKey(ic)] = ic
 	}
 	// Only admitted caches are written here: that keeps the object bounded
 	// (limits.go), whatever one tenant's caches ask for.
