@@ -34,14 +34,20 @@ func (c *Controller) nodeImagesOf(node string) *api.NodeImages {
 	return &ni
 }
 
-// agentView is what the controller may believe of a node's agent.
-type agentView struct {
+// liveness is whether a node's agent is believed, and until when: all a
+// cache's sync keeps of a node once it has decided the node's images.
+type liveness struct {
 	alive bool
 	// awaySince is the last heartbeat of an agent that reported once and
 	// then stopped for longer than AgentTimeout; zero otherwise.
 	awaySince time.Time
 	// expires is when a live agent's heartbeat stops being believed.
-	expires     time.Time
+	expires time.Time
+}
+
+// agentView is what the controller may believe of a node's agent.
+type agentView struct {
+	liveness
 	fullPercent int
 	observed    int64
 	generation  int64
@@ -54,10 +60,10 @@ func (c *Controller) agentView(ni *api.NodeImages, now time.Time) agentView {
 		return agentView{}
 	}
 	if beat := ni.Status.Agent.HeartbeatTime.Time; now.Sub(beat) > c.cfg.AgentTimeout {
-		return agentView{awaySince: beat}
+		return agentView{liveness: liveness{awaySince: beat}}
 	}
 	a := ni.Status.Agent
-	v := agentView{alive: true, expires: a.HeartbeatTime.Add(c.cfg.AgentTimeout), observed: a.ObservedGeneration, generation: ni.Generation,
+	v := agentView{liveness: liveness{alive: true, expires: a.HeartbeatTime.Add(c.cfg.AgentTimeout)}, observed: a.ObservedGeneration, generation: ni.Generation,
 		spec: map[string]bool{}, presence: map[string]api.ImagePresence{}}
 	if a.ImageFsTotalBytes > 0 {
 		v.fullPercent = int(a.ImageFsUsedBytes * 100 / a.ImageFsTotalBytes)
@@ -92,10 +98,10 @@ const maxAwayNamed = 10
 // (with its last heartbeat), and the nodes a purge waits on (purgeWaits)
 // whose agent is not alive; "" when there are none. An agent's presence
 // reports are not believed once it is away.
-func (c *Controller) awayMessage(states map[string]*nodeState, purgeWaits map[string]bool) string {
+func (c *Controller) awayMessage(agents map[string]liveness, purgeWaits map[string]bool) string {
 	var nodes []string
-	for n, ns := range states {
-		if !ns.agent.awaySince.IsZero() || purgeWaits[n] {
+	for n, a := range agents {
+		if !a.awaySince.IsZero() || purgeWaits[n] {
 			nodes = append(nodes, n)
 		}
 	}
@@ -103,7 +109,7 @@ func (c *Controller) awayMessage(states map[string]*nodeState, purgeWaits map[st
 		return ""
 	}
 	list := namedList(nodes, maxAwayNamed, func(n string) string {
-		if since := states[n].agent.awaySince; !since.IsZero() {
+		if since := agents[n].awaySince; !since.IsZero() {
 			return n + " since " + since.UTC().Format(time.RFC3339)
 		}
 		return n + " (no heartbeat yet)"

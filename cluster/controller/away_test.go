@@ -19,14 +19,14 @@ func TestAwayMessageNamesTheNodesAndSince(t *testing.T) {
 	beat := func(ago time.Duration) *api.NodeImages {
 		return &api.NodeImages{Status: api.NodeImagesStatus{Agent: &api.AgentStatus{HeartbeatTime: metav1.Time{Time: now.Add(-ago)}}}}
 	}
-	states := map[string]*nodeState{}
+	states := map[string]liveness{}
 	for name, ni := range map[string]*api.NodeImages{
 		"n-live": beat(time.Minute), "n-dead": beat(10 * time.Minute), "n-none": nil, "n-noagent": {},
 	} {
-		states[name] = &nodeState{ni: ni, agent: c.agentView(ni, now)}
+		states[name] = c.agentView(ni, now).liveness
 	}
-	if states["n-dead"].agent.alive || !states["n-live"].agent.alive {
-		t.Fatalf("agent views: dead alive=%v, live alive=%v", states["n-dead"].agent.alive, states["n-live"].agent.alive)
+	if states["n-dead"].alive || !states["n-live"].alive {
+		t.Fatalf("agent views: dead alive=%v, live alive=%v", states["n-dead"].alive, states["n-live"].alive)
 	}
 	msg := c.awayMessage(states, nil)
 	want := " The pullrecords agent of 1 node(s) is away (no heartbeat within 3m0s): n-dead since 2026-12-02T05:50:00Z."

@@ -174,8 +174,9 @@
 //
 // A cache's sync works one node at a time and keeps, across nodes, only
 // the tally of results (counts, the failures its status lists, a purge's
-// reasons) and the pods it plans for the round: its memory grows with the
-// nodes and the cache's failed images, not with nodes x images.
+// reasons), each node's agent liveness, the pairs placement skips, and the
+// pods it plans for the round (at most MaxInFlight): its memory grows with
+// the nodes and the cache's failed images, not with nodes x images.
 //
 // Non-guarantees of the bounds: a cache refused on a node is looked at
 // again at its next action (refresh, update), not when room frees up; a

@@ -192,7 +192,7 @@ func TestDesiredSpecPurgesOnlyPulledImages(t *testing.T) {
 		"inuse:1":      ni.Spec.Purge[4].Pulled,
 	}
 	want := map[string][]string{"a:1": {"ns/y", "ns/x"}, "present:1": {"ns/y"}}
-	alive := agentView{alive: true, observed: 3, generation: 3, presence: map[string]api.ImagePresence{
+	alive := agentView{liveness: liveness{alive: true}, observed: 3, generation: 3, presence: map[string]api.ImagePresence{
 		"done:1":       {Image: "done:1"},
 		"kept:1":       {Image: "kept:1", Present: true, Kept: api.KeptPinned},
 		"inuse:1":      {Image: "inuse:1", Present: true, Kept: api.KeptInUse},

@@ -72,7 +72,7 @@ func (c *Controller) addPending(node string, key resultKey, r api.NodeResult, po
 
 // unwritten counts the cache's results not yet written to the objects of
 // nodes.
-func (c *Controller) unwritten(cache string, nodes map[string]*nodeState) int {
+func (c *Controller) unwritten(cache string, nodes map[string]liveness) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0

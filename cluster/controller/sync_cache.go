@@ -99,7 +99,9 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 		later        time.Duration
 		away         = map[string]bool{}
 	)
-	states := map[string]*nodeState{} // each node's object and agent, read once per sync
+	// What the sync keeps of each node it decided on: its agent's liveness.
+	// The node's object and the agent's report are dropped with the node.
+	agents := map[string]liveness{}
 	budget := c.newBudget(now)
 	creating := c.creatingImages(&ic)
 	// One node at a time: a node's images are decided, and its pods
@@ -123,7 +125,7 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 		ni := c.nodeImagesOf(node.Name)
 		ns := &nodeState{node: node, ni: ni, agent: c.agentView(ni, now), skip: c.cfg.Placement.ineligible(node),
 			pods: c.batchPods(&ic, node.Name), creating: creating[node.Name]}
-		states[node.Name] = ns
+		agents[node.Name] = ns.agent.liveness
 		var needPod []string // in spec order
 		for _, img := range images {
 			res, wait := c.decide(&ic, img, ns, budget, now)
@@ -162,7 +164,7 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 	}
 	// The action is over once every result is written to its node's
 	// object, so whoever reads a final status finds the results there.
-	unwritten := c.unwritten(cacheKey(&ic), states)
+	unwritten := c.unwritten(cacheKey(&ic), agents)
 	final := inFlight == 0 && tally.done()+len(skipped) == desired && unwritten == 0
 	if unwritten > 0 && later == 0 {
 		later = 2 * batchDelay
@@ -170,8 +172,8 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 	if !final {
 		// An agent going silent sends no event: look again when a live
 		// one's heartbeat expires, so the message names it (awayMessage).
-		for _, ns := range states {
-			if d := ns.agent.expires.Sub(now) + batchDelay; ns.agent.alive && (later == 0 || d < later) {
+		for _, a := range agents {
+			if d := a.expires.Sub(now) + batchDelay; a.alive && (later == 0 || d < later) {
 				later = d
 			}
 		}
@@ -181,7 +183,7 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 		status.Message += " " + firstRefusal.summary(refusedNodes)
 	}
 	if status.Status == api.ActionStatusProcessing {
-		status.Message += c.awayMessage(states, away)
+		status.Message += c.awayMessage(agents, away)
 	}
 	if final {
 		if err := c.finishAction(ctx, &ic, status, now); err != nil {
