@@ -174,7 +174,7 @@
 //
 // A cache's sync works one node at a time and keeps, across nodes, only
 // the tally of results (counts, the failures its status lists, a purge's
-// reasons), each node's agent liveness, the pairs placement skips, and the
+// reasons), each node's agent liveness, why placement skips a node, and the
 // pods it plans for the round (at most MaxInFlight): its memory grows with
 // the nodes and the cache's failed images, not with nodes x images.
 //

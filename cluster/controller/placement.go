@@ -256,12 +256,26 @@ func validToleration(t corev1.Toleration) error {
 	return nil
 }
 
-// skippedPair is a (node, image) of an action that Placement keeps off its
-// node: it gets no pod and no result on the node's object, it is counted
-// as skipped (neither pulled nor failed), and the cache's message names the
-// node and why. It is decided again at every sync, so a node that becomes
-// eligible is worked on at once (node changes requeue the caches).
-type skippedPair struct{ node, image, reason string }
+// skips are the (node, image) pairs of an action that Placement keeps off
+// their node: they get no pod and no result on the node's object, they
+// are counted as skipped (neither pulled nor failed), and the cache's
+// message names the nodes and why. They are decided again at every sync,
+// so a node that becomes eligible is worked on at once (node changes
+// requeue the caches). A sync keeps their number and each node's reason,
+// not the pairs.
+type skips struct {
+	pairs int
+	why   map[string]string // node -> why it is skipped
+}
+
+// add counts one pair of node skipped for reason.
+func (s *skips) add(node, reason string) {
+	if s.why == nil {
+		s.why = map[string]string{}
+	}
+	s.pairs++
+	s.why[node] = reason
+}
 
 // maxSkippedNamed caps the nodes a status message names.
 const maxSkippedNamed = 10
@@ -273,15 +287,15 @@ const maxSkippedNamed = 10
 // cache with no selector is not failed for the control-plane node it may
 // not use), with the message saying the images are on the eligible nodes
 // only.
-func withSkipped(st api.ImageCacheStatus, skipped []skippedPair) api.ImageCacheStatus {
-	if len(skipped) == 0 {
+func withSkipped(st api.ImageCacheStatus, skipped skips) api.ImageCacheStatus {
+	if skipped.pairs == 0 {
 		return st
 	}
 	counts := *st.Counts
-	counts.Desired += int32(len(skipped))
-	counts.Skipped = int32(len(skipped))
+	counts.Desired += int32(skipped.pairs)
+	counts.Skipped = int32(skipped.pairs)
 	st.Counts = &counts
-	summary := skipSummary(skipped)
+	summary := skipped.summary()
 	switch {
 	case st.Status == api.ActionStatusNoImagesPulledOrDeleted:
 		st.Message = "No image was pulled: " + summary
@@ -293,17 +307,13 @@ func withSkipped(st api.ImageCacheStatus, skipped []skippedPair) api.ImageCacheS
 	return st
 }
 
-// skipSummary is "3 node(s) skipped: n1 not Ready, n2 cordoned, n3
+// summary is "3 node(s) skipped: n1 not Ready, n2 cordoned, n3
 // control-plane." (nodes by name, at most maxSkippedNamed named).
-func skipSummary(skipped []skippedPair) string {
-	why := map[string]string{}
-	for _, s := range skipped {
-		why[s.node] = s.reason
-	}
-	nodes := make([]string, 0, len(why))
-	for n := range why {
+func (s skips) summary() string {
+	nodes := make([]string, 0, len(s.why))
+	for n := range s.why {
 		nodes = append(nodes, n)
 	}
-	list := namedList(nodes, maxSkippedNamed, func(n string) string { return n + " " + why[n] })
+	list := namedList(nodes, maxSkippedNamed, func(n string) string { return n + " " + s.why[n] })
 	return fmt.Sprintf("%d node(s) skipped by the controller's placement rules: %s.", len(nodes), list)
 }

@@ -212,7 +212,10 @@ func TestPrepullPodCarriesOnlyThePlacementTolerations(t *testing.T) {
 func TestWithSkippedCountsAndNamesTheNodes(t *testing.T) {
 	ic := &api.ImageCache{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
 	ic.Status.Reason = api.ReasonImageCacheCreate
-	skipped := []skippedPair{{"n3", "a:1", "not Ready"}, {"n3", "b:1", "not Ready"}, {"n2", "a:1", "cordoned"}, {"n2", "b:1", "cordoned"}}
+	var skipped skips
+	for _, p := range [][2]string{{"n3", "not Ready"}, {"n3", "not Ready"}, {"n2", "cordoned"}, {"n2", "cordoned"}} {
+		skipped.add(p[0], p[1])
+	}
 	// n1's two images are pulled; n2's and n3's are skipped.
 	pulled := newTally(10)
 	pulled.add("n1", "a:1", api.Outcome{Status: api.WorkSucceeded})
@@ -232,7 +235,9 @@ func TestWithSkippedCountsAndNamesTheNodes(t *testing.T) {
 	}
 
 	// Every pair skipped: nothing was pulled, and the status says why.
-	st = withSkipped(newTally(10).status(ic, 0, 0, 0), []skippedPair{{"n3", "a:1", "not Ready"}})
+	var one skips
+	one.add("n3", "not Ready")
+	st = withSkipped(newTally(10).status(ic, 0, 0, 0), one)
 	if st.Status != api.ActionStatusNoImagesPulledOrDeleted || st.Message != "No image was pulled: 1 node(s) skipped by the controller's placement rules: n3 not Ready." {
 		t.Errorf("all skipped: %s %q", st.Status, st.Message)
 	}
@@ -241,12 +246,12 @@ func TestWithSkippedCountsAndNamesTheNodes(t *testing.T) {
 	}
 
 	// Many nodes: the message names at most maxSkippedNamed.
-	var many []skippedPair
+	var many skips
 	for i := 0; i < maxSkippedNamed+3; i++ {
-		many = append(many, skippedPair{node: string(rune('a'+i)) + "-node", image: "a:1", reason: "cordoned"})
+		many.add(string(rune('a'+i))+"-node", "cordoned")
 	}
-	if s := skipSummary(many); !strings.HasSuffix(s, "and 3 more.") || strings.Count(s, "cordoned") != maxSkippedNamed {
-		t.Errorf("skipSummary of %d nodes: %q", len(many), s)
+	if s := many.summary(); !strings.HasSuffix(s, "and 3 more.") || strings.Count(s, "cordoned") != maxSkippedNamed {
+		t.Errorf("summary of %d nodes: %q", len(many.why), s)
 	}
 }
 

@@ -90,7 +90,7 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 	}
 	var (
 		tally   = newTally(c.cfg.FailuresPerImage)
-		skipped []skippedPair
+		skipped skips
 		desired int
 		// Nodes that refuse the cache (limits.go), and one's numbers.
 		refusedNodes int
@@ -137,7 +137,7 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 				needPod = append(needPod, img)
 				continue
 			case wait.skip != "":
-				skipped = append(skipped, skippedPair{node: node.Name, image: img, reason: wait.skip})
+				skipped.add(node.Name, wait.skip)
 				continue
 			}
 			if wait.pod {
@@ -165,7 +165,7 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 	// The action is over once every result is written to its node's
 	// object, so whoever reads a final status finds the results there.
 	unwritten := c.unwritten(cacheKey(&ic), agents)
-	final := inFlight == 0 && tally.done()+len(skipped) == desired && unwritten == 0
+	final := inFlight == 0 && tally.done()+skipped.pairs == desired && unwritten == 0
 	if unwritten > 0 && later == 0 {
 		later = 2 * batchDelay
 	}
@@ -178,7 +178,7 @@ func (c *Controller) syncCache(ctx context.Context, key string) (time.Duration, 
 			}
 		}
 	}
-	status := withSkipped(tally.status(&ic, desired-len(skipped), inFlight, unwritten), skipped)
+	status := withSkipped(tally.status(&ic, desired-skipped.pairs, inFlight, unwritten), skipped)
 	if refusedNodes > 0 {
 		status.Message += " " + firstRefusal.summary(refusedNodes)
 	}
