@@ -45,7 +45,7 @@ func (v *cacheView) list() ([]*api.ImageCache, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	out := make([]*api.ImageCache, 0, len(objs))
-	next := make(map[types.UID]viewedCache, len(objs))
+	changed := false // some object is new or newer than the one seen
 	for _, o := range objs {
 		u, ok := o.(*unstructured.Unstructured)
 		if !ok {
@@ -58,11 +58,20 @@ func (v *cacheView) list() ([]*api.ImageCache, error) {
 				continue
 			}
 			seen = viewedCache{resourceVersion: u.GetResourceVersion(), ic: &ic}
+			v.seen[u.GetUID()] = seen
+			changed = true
 		}
-		next[u.GetUID()] = seen
 		out = append(out, seen.ic)
 	}
-	// Only the caches of this list stay: deleted ones are dropped here.
-	v.seen = next
+	if changed || len(v.seen) != len(out) {
+		// Only the caches of this list stay: deleted ones are dropped here.
+		// With nothing new and as many remembered as listed, the two sets
+		// are the same and nothing is rebuilt.
+		next := make(map[types.UID]viewedCache, len(out))
+		for _, ic := range out {
+			next[ic.UID] = v.seen[ic.UID]
+		}
+		v.seen = next
+	}
 	return out, nil
 }
