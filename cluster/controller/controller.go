@@ -74,6 +74,9 @@ type Controller struct {
 	gone map[types.UID]string
 	// refused remembers the Warning events sent for refused pre-pull pods.
 	refused refusedEvents
+	// deleted holds the UIDs of pods this controller deleted until the
+	// informer sees them go, so that no pod is deleted twice (podwrite.go).
+	deleted map[types.UID]bool
 
 	health health // for Healthy (health.go)
 }
@@ -82,7 +85,7 @@ type resultKey struct{ cache, image string }
 
 type pendingResult struct {
 	result api.NodeResult
-	pod    string // namespace/name of the pod to delete once written; "" if none
+	from   fromPod // the pre-pull pod it was read off, if any
 }
 
 type createdPod struct {
@@ -106,6 +109,7 @@ func New(cfg Config) (*Controller, error) {
 		records:       map[string]map[recordKey]api.PullRecord{},
 		statusWritten: map[string]time.Time{},
 		gone:          map[types.UID]string{},
+		deleted:       map[types.UID]bool{},
 		cacheQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "imagecaches", Clock: cfg.Clock}),
@@ -184,7 +188,7 @@ func New(cfg Config) (*Controller, error) {
 		{podInf.Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.podChanged,
 			UpdateFunc: func(_, obj any) { c.podChanged(obj) },
-			DeleteFunc: c.podChanged,
+			DeleteFunc: c.podGone,
 		}},
 	}
 	for _, h := range handlers {
@@ -417,4 +421,21 @@ func (c *Controller) podChanged(obj any) {
 	if key := pod.Annotations[cacheAnno]; key != "" {
 		c.cacheQueue.AddAfter(key, batchDelay)
 	}
+}
+
+// podGone reacts to a pod's deletion: it is no longer one to delete, and
+// results held for it are written now (results.go).
+func (c *Controller) podGone(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	delete(c.deleted, pod.UID)
+	c.mu.Unlock()
+	c.releaseHeld(pod.Spec.NodeName, pod.Namespace+"/"+pod.Name)
+	c.podChanged(pod)
 }

@@ -31,12 +31,12 @@ func (c *Controller) decide(ic *api.ImageCache, image string, ns *nodeState, bud
 	if r, ok := c.knownResult(ns.ni, node, image, ic); ok {
 		return r, waitKind{}
 	}
-	if ic.Status.Reason == api.ReasonImageCachePurge {
+	if purging(ic.Status) {
 		o, wait := c.decidePurge(ic, ns, image)
 		if !o.Final() {
 			return nil, wait
 		}
-		return c.settle(ic, node, image, o, ""), waitKind{}
+		return c.settle(ic, node, image, o, fromPod{}), waitKind{}
 	}
 	if in, ok := ns.pods[image]; ok {
 		outs := podOutcomes(in.pod, now, c.cfg.PullDeadline)
@@ -45,21 +45,18 @@ func (c *Controller) decide(ic *api.ImageCache, image string, ns *nodeState, bud
 			return nil, waitKind{pod: true, after: lastProgress(in.pod).Add(c.cfg.PullDeadline).Sub(now)}
 		}
 		// A pod with a failed pull is deleted once every image of it has
-		// its result (else the kubelet keeps retrying the pull; the result
-		// decided last carries the delete, after the others); one whose
-		// pulls all succeeded is idle and goes with the rest of the
-		// action's pods in one request at its end.
-		del := ""
-		if allFinal(outs) && anyFailed(outs) {
-			del = in.pod.Namespace + "/" + in.pod.Name
-		}
+		// its result written (else the kubelet keeps retrying the pull);
+		// one whose pulls all succeeded is idle and goes with the rest of
+		// the action's pods at its end.
+		done := allFinal(outs)
+		from := fromPod{key: in.pod.Namespace + "/" + in.pod.Name, done: done, remove: done && anyFailed(outs)}
 		switch out.Status {
 		case api.WorkSucceeded:
 			c.notePull(ns.ni, node, image, ic, in.pod, in.container)
 		case api.WorkFailed:
 			out.Message = withSecretHint(ic, out.Message)
 		}
-		return c.settle(ic, node, image, out, del), waitKind{}
+		return c.settle(ic, node, image, out, from), waitKind{}
 	}
 	if ns.creating[image] {
 		// Created by this controller, not yet in the informer.
@@ -77,7 +74,7 @@ func (c *Controller) decide(ic *api.ImageCache, image string, ns *nodeState, bud
 	}
 	if agent.alive && agent.fullPercent > c.cfg.MaxImageFsUsedPercent && c.cfg.MaxImageFsUsedPercent < 100 {
 		return c.settle(ic, node, image, api.Outcome{Status: api.WorkFailed, Reason: "ImageFsAboveThreshold",
-			Message: fmt.Sprintf("not pulled: the node's image filesystem is %d%% full (limit %d%%)", agent.fullPercent, c.cfg.MaxImageFsUsedPercent)}, ""), waitKind{}
+			Message: fmt.Sprintf("not pulled: the node's image filesystem is %d%% full (limit %d%%)", agent.fullPercent, c.cfg.MaxImageFsUsedPercent)}, fromPod{}), waitKind{}
 	}
 	// Presence answers only for a cache without pull secrets. With secrets,
 	// an image on the node says nothing about them: the pod goes to the
@@ -85,10 +82,10 @@ func (c *Controller) decide(ic *api.ImageCache, image string, ns *nodeState, bud
 	// records it (KEP-2535), so the cache's pods may then use the image.
 	if !budget.alwaysPull(image) && len(ic.Spec.ImagePullSecrets) == 0 {
 		if agent.alive && agent.present(image) {
-			return c.settle(ic, node, image, api.Outcome{Status: api.WorkAlreadyPulled, Message: "present in the runtime (agent)"}, ""), waitKind{}
+			return c.settle(ic, node, image, api.Outcome{Status: api.WorkAlreadyPulled, Message: "present in the runtime (agent)"}, fromPod{}), waitKind{}
 		}
 		if !agent.alive && presentInNodeStatus(ns.node, image) {
-			return c.settle(ic, node, image, api.Outcome{Status: api.WorkAlreadyPulled, Message: "listed in the node's status"}, ""), waitKind{}
+			return c.settle(ic, node, image, api.Outcome{Status: api.WorkAlreadyPulled, Message: "listed in the node's status"}, fromPod{}), waitKind{}
 		}
 	}
 	return nil, waitKind{needPod: true}

@@ -40,7 +40,7 @@ func (c *Controller) planPods(ic *api.ImageCache, ns *nodeState, images []string
 			o := api.Outcome{Status: api.WorkFailed, Reason: "PodNameTaken",
 				Message: fmt.Sprintf("pod %s/%s, which this controller did not create, holds the pre-pull pod's name; delete it", pod.Namespace, pod.Name)}
 			for _, img := range group {
-				taken = append(taken, c.settle(ic, node, img, o, ""))
+				taken = append(taken, c.settle(ic, node, img, o, fromPod{}))
 			}
 			continue
 		}

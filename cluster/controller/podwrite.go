@@ -99,15 +99,39 @@ func (c *Controller) deletePods(ctx context.Context, key string, match func(*cor
 	return nil
 }
 
-func (c *Controller) deletePod(ctx context.Context, ns, name string, uid types.UID) error {
-	opts := metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}
-	if uid != "" {
-		opts.Preconditions = &metav1.Preconditions{UID: &uid}
+// deletePodNamed deletes the pod of key (namespace/name) as the informer
+// shows it; a pod the informer does not show is gone already.
+func (c *Controller) deletePodNamed(ctx context.Context, key string) error {
+	obj, ok, err := c.podIndex.GetByKey(key)
+	if err != nil || !ok {
+		return err
 	}
+	pod := obj.(*corev1.Pod)
+	if !c.owns(pod) {
+		return nil
+	}
+	return c.deletePod(ctx, pod.Namespace, pod.Name, pod.UID)
+}
+
+// deletePod deletes one pod, with its UID as a precondition, at once (no
+// grace: it pulls, it serves nothing). A pod this controller deleted is
+// not deleted again while the informer still shows it: the API server
+// removed it already (grace 0), and a second request would only cost.
+func (c *Controller) deletePod(ctx context.Context, ns, name string, uid types.UID) error {
+	c.mu.Lock()
+	again := c.deleted[uid]
+	c.mu.Unlock()
+	if again {
+		return nil
+	}
+	opts := metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &uid}}
 	err := c.cfg.Kube.CoreV1().Pods(ns).Delete(ctx, name, opts)
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("deleting pre-pull pod %s/%s: %w", ns, name, err)
 	}
+	c.mu.Lock()
+	c.deleted[uid] = true
+	c.mu.Unlock()
 	return nil
 }
 

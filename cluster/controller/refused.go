@@ -191,7 +191,7 @@ func (c *Controller) ownPodsPulling(ns string) bool {
 // cache's Warning event when the reason is new for its action.
 func (c *Controller) podRefused(ctx context.Context, ic *api.ImageCache, node, image string, r refusal) {
 	c.settle(ic, node, image, api.Outcome{Status: api.WorkFailed, Reason: r.reason,
-		Message: "the API server refused the pre-pull pod: " + r.message}, "")
+		Message: "the API server refused the pre-pull pod: " + r.message}, fromPod{})
 	c.cacheQueue.AddAfter(cacheKey(ic), batchDelay)
 	logger := klog.FromContext(ctx)
 	logger.V(2).Info("Pre-pull pod refused", "node", node, "image", image, "reason", r.reason, "message", r.message)

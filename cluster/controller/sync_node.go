@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -73,13 +72,7 @@ func (c *Controller) syncNode(ctx context.Context, name string) (time.Duration, 
 	}
 	c.forgetRecords(name, spec, used)
 
-	c.mu.Lock()
-	pend := c.pending[name]
-	written := make(map[resultKey]pendingResult, len(pend))
-	for k, v := range pend {
-		written[k] = v
-	}
-	c.mu.Unlock()
+	written := c.dueResults(name)
 	// A result stays while its cache is held here and still lists its
 	// image for this node: results of images an update dropped would
 	// otherwise pile up with every update, past the node's bound.
@@ -120,12 +113,14 @@ func (c *Controller) syncNode(ctx context.Context, name string) (time.Duration, 
 		delete(c.pending, name)
 	}
 	c.mu.Unlock()
+	remove := map[string]bool{}
 	for _, v := range written {
-		if v.pod == "" {
-			continue
+		if v.from.remove {
+			remove[v.from.key] = true
 		}
-		ns, pn, _ := cache.SplitMetaNamespaceKey(v.pod)
-		if err := c.deletePod(ctx, ns, pn, ""); err != nil {
+	}
+	for key := range remove {
+		if err := c.deletePodNamed(ctx, key); err != nil {
 			return 0, err
 		}
 	}
