@@ -11,8 +11,11 @@ import (
 	"github.com/pullrecords/pullrecords/cluster/api"
 )
 
-// statusInterval is how often an action's progress (counts) is written.
-const statusInterval = time.Second
+// statusInterval is how often an action's progress (counts) is written:
+// each write is a request and an update event to every watcher of the
+// caches, while a change of status or failures, and the action's end, are
+// written at once whatever the interval.
+const statusInterval = 5 * time.Second
 
 // progressDue returns how long to wait before writing an in-progress
 // status that only updates counts; zero means write now. A change of
