@@ -3,7 +3,6 @@ package controller
 import (
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -86,17 +85,7 @@ func pairWeight(image, cacheKey string) int {
 
 // distinctImages counts the distinct images an ImageCache lists across
 // all its cacheSpec entries, as imagesFor would take them.
-func distinctImages(ic *api.ImageCache) int {
-	seen := map[string]bool{}
-	for _, entry := range ic.Spec.CacheSpec {
-		for _, img := range entry.Images {
-			if img = strings.TrimSpace(img); img != "" {
-				seen[img] = true
-			}
-		}
-	}
-	return len(seen)
-}
+func distinctImages(ic *api.ImageCache) int { return len(specImages(ic, anyNode)) }
 
 // tooLargeMessage is the status message of a cache over maxPerCache.
 func tooLargeMessage(images, maxPerCache int) string {

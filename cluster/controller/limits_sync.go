@@ -58,17 +58,9 @@ func (c *Controller) admittedOn(ic *api.ImageCache) (func(*corev1.Node) (nodeRef
 // upperWeight is the most a cache can want on any one node: every distinct
 // image it lists.
 func upperWeight(ic *api.ImageCache) int {
-	seen := map[string]bool{}
-	w := 0
-	key := cacheKey(ic)
-	for _, entry := range ic.Spec.CacheSpec {
-		for _, img := range entry.Images {
-			if img == "" || seen[img] {
-				continue
-			}
-			seen[img] = true
-			w += pairWeight(img, key)
-		}
+	w, key := 0, cacheKey(ic)
+	for _, img := range specImages(ic, anyNode) {
+		w += pairWeight(img, key)
 	}
 	return w
 }
@@ -80,7 +72,7 @@ func upperWeight(ic *api.ImageCache) int {
 // list like any other cache's the node no longer holds). Neither says the
 // image is present.
 func refusedOutcome(ic *api.ImageCache) api.Outcome {
-	if ic.Status.Reason == api.ReasonImageCachePurge {
+	if purging(ic.Status) {
 		return api.Outcome{Status: api.WorkSucceeded, Reason: ReasonNodeImageLimit, Message: msgNodeImageLimit}
 	}
 	return api.Outcome{Status: api.WorkFailed, Reason: ReasonNodeImageLimit, Message: msgNodeImageLimit}

@@ -13,11 +13,15 @@ import (
 // cacheKey is an ImageCache's namespace/name.
 func cacheKey(ic *api.ImageCache) string { return ic.Namespace + "/" + ic.Name }
 
+// purging reports whether the action of status st is a purge (running or
+// done).
+func purging(st api.ImageCacheStatus) bool { return st.Reason == api.ReasonImageCachePurge }
+
 // purged reports whether the cache's latest action purged it and its spec
 // has not changed since: a purged cache wants nothing on any node until it
 // is updated or refreshed.
 func purged(ic *api.ImageCache) bool {
-	return ic.Status.Reason == api.ReasonImageCachePurge && ic.Status.ObservedGeneration == ic.Generation
+	return purging(ic.Status) && ic.Status.ObservedGeneration == ic.Generation
 }
 
 // selectorMatches reports whether a cacheSpec entry's node selector selects
@@ -29,10 +33,18 @@ func selectorMatches(sel map[string]string, node *corev1.Node) bool {
 // imagesFor returns the images the cache wants on node, in spec order,
 // without duplicates.
 func imagesFor(ic *api.ImageCache, node *corev1.Node) []string {
+	return specImages(ic, func(sel map[string]string) bool { return selectorMatches(sel, node) })
+}
+
+// specImages returns the distinct images of the cacheSpec entries whose
+// node selector match accepts, in spec order, each trimmed of spaces
+// (an empty one is no image). Every count of a cache's images goes
+// through it, so that they all agree.
+func specImages(ic *api.ImageCache, match func(selector map[string]string) bool) []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, entry := range ic.Spec.CacheSpec {
-		if !selectorMatches(entry.NodeSelector, node) {
+		if !match(entry.NodeSelector) {
 			continue
 		}
 		for _, img := range entry.Images {
@@ -46,6 +58,9 @@ func imagesFor(ic *api.ImageCache, node *corev1.Node) []string {
 	}
 	return out
 }
+
+// anyNode is the specImages filter that takes every entry.
+func anyNode(map[string]string) bool { return true }
 
 // alwaysPull reports whether the pre-pull of image must ignore presence, as
 // kube-fledged does: an image tagged latest, or with neither tag nor digest,

@@ -103,7 +103,7 @@ func (t *tally) status(ic *api.ImageCache, desired, inFlight, unwritten int) api
 	}
 	st.Counts = &counts
 	failed := counts.Failed+counts.Unknown > 0
-	purge := st.Reason == api.ReasonImageCachePurge
+	purge := purging(st)
 	switch {
 	case t.done() < desired || unwritten > 0:
 		st.Status = api.ActionStatusProcessing
