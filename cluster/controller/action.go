@@ -70,7 +70,15 @@ func (c *Controller) startAction(ctx context.Context, ic *api.ImageCache, reason
 	}
 	klog.FromContext(ctx).Info("Starting action", "reason", reason, "batch", st.Batch)
 	c.recorder.Eventf(eventRef(ic), corev1.EventTypeNormal, reason, "%s", st.Message)
-	return c.putStatus(ctx, ic, st)
+	if err := c.putStatus(ctx, ic, st); err != nil {
+		return err
+	}
+	// The start counts as a write: its first counts come statusInterval
+	// later, not in a second write right after it.
+	c.mu.Lock()
+	c.statusWritten[cacheKey(ic)] = now
+	c.mu.Unlock()
+	return nil
 }
 
 // finishAction ends the current action: the annotation that asked for it

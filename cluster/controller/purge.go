@@ -131,7 +131,10 @@ func (c *Controller) recordOf(ni *api.NodeImages, node, image, uid string) (api.
 	return api.PullRecord{}, false
 }
 
-// addRecord remembers a pull record until the node's spec shows it.
+// addRecord remembers a pull record until the node's spec shows it. A
+// record of a pull about to start (no image ID yet) goes with the node's
+// next write, usually its pod's results: lost in a crash meanwhile, it
+// leaves the image unclaimed, so a purge keeps it (never removes more).
 func (c *Controller) addRecord(node, image string, r api.PullRecord) {
 	c.mu.Lock()
 	if c.records[node] == nil {
@@ -139,7 +142,9 @@ func (c *Controller) addRecord(node, image string, r api.PullRecord) {
 	}
 	c.records[node][recordKey{image, r.CacheUID}] = r
 	c.mu.Unlock()
-	c.nodeQueue.AddAfter(node, resultWriteDelay)
+	if r.ImageRef != "" {
+		c.nodeQueue.AddAfter(node, resultWriteDelay)
+	}
 }
 
 // pulledImageRef returns the image the kubelet reports pre-pull container
