@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -29,6 +30,10 @@ const (
 type apiCost struct {
 	controller, kubelet, agent, events int
 	byKind                             map[string]int // "kubelet get pods" -> n
+	// writes lists the controller's writes in order, each with its time
+	// since the first request counted, its object and its answer: where
+	// a regression's requests went.
+	writes []string
 }
 
 // auditMark is the number of completed requests in the audit log so far:
@@ -50,6 +55,7 @@ func (c *cluster) costSince(mark int, ns string) apiCost {
 		c.t.Fatal(err)
 	}
 	cost := apiCost{byKind: map[string]int{}}
+	var start time.Time
 	for _, e := range events[mark:] {
 		if e.Verb == "watch" {
 			continue
@@ -72,6 +78,23 @@ func (c *cluster) costSince(mark int, ns string) apiCost {
 			cost.events++
 		}
 		cost.byKind[who+" "+e.Verb+" "+e.Resource()]++
+		at, err := time.Parse(time.RFC3339Nano, e.RequestReceivedTimestamp)
+		if err != nil {
+			c.t.Fatalf("audit event of %s: %v", e.RequestURI, err)
+		}
+		if start.IsZero() {
+			start = at
+		}
+		if who == "controller" && e.Verb != "get" && e.Verb != "list" {
+			name, code := "", 0
+			if e.ObjectRef != nil {
+				name = e.ObjectRef.Name
+			}
+			if e.ResponseStatus != nil {
+				code = e.ResponseStatus.Code
+			}
+			cost.writes = append(cost.writes, fmt.Sprintf("+%.1fs %s %s %s %d", at.Sub(start).Seconds(), e.Verb, e.Resource(), name, code))
+		}
 	}
 	return cost
 }
@@ -84,8 +107,8 @@ func (a apiCost) perPair(pairs int) string {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
 	}
 	sort.Strings(kinds)
-	return fmt.Sprintf("per (node, image) over %d: controller+kubelets %.1f requests (controller %.1f, kubelets %.1f), agents %.1f, Events %.1f; %s",
-		pairs, f(a.controller+a.kubelet), f(a.controller), f(a.kubelet), f(a.agent), f(a.events), strings.Join(kinds, ", "))
+	return fmt.Sprintf("per (node, image) over %d: controller+kubelets %.1f requests (controller %.1f, kubelets %.1f), agents %.1f, Events %.1f; %s; controller writes: %s",
+		pairs, f(a.controller+a.kubelet), f(a.controller), f(a.kubelet), f(a.agent), f(a.events), strings.Join(kinds, ", "), strings.Join(a.writes, ", "))
 }
 
 // noPrepullPods reports whether namespace ns has no pre-pull pod left.

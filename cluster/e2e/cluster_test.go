@@ -61,9 +61,6 @@ func repoFile(parts ...string) string {
 	return filepath.Join(append([]string{"..", ".."}, parts...)...)
 }
 
-// manyImages is how many images the second measured create caches.
-const manyImages = 10
-
 func TestClusterImageCache(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("the cluster end-to-end test starts containerd and kubelets and must run as root")
@@ -114,48 +111,18 @@ func TestClusterImageCache(t *testing.T) {
 		t.Errorf("node-c is not selected but has pull records: %v", recs)
 	}
 
-	// 1b. A cache of manyImages private images on the same two nodes, in a
-	//     namespace of its own: pods of several images each make the cost
-	//     per (node, image) small once a pod carries more than a couple.
-	tenantM := "tenant-m"
-	if _, err := c.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantM}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	// 1b. Caches of many private images on the same two nodes, each in a
+	//     namespace of its own (costcase_test.go): pods of several images
+	//     each make the cost per (node, image) small once a pod carries
+	//     more than a few; at 32 (the default pod) the kubelet's Events per
+	//     pod stay at its spam filter's 25, under one per pair.
+	for _, cc := range costCases {
+		c.measureCreate(t, cc)
 	}
-	c.secret(tenantM, "regcred", c.auth.Password)
-	var many []string
-	for i := range manyImages {
-		many = append(many, c.images[fmt.Sprintf("many-%d", i)])
-	}
-	mark = c.auditMark()
-	c.applyCache(tenantM, "many", many, "regcred")
-	ic = c.waitDone(tenantM, "many", api.ReasonImageCacheCreate)
-	if ic.Status.Status != api.ActionStatusSucceeded || ic.Status.Counts.Succeeded != 2*manyImages {
-		t.Fatalf("create of %d images: %s %+v", manyImages, ic.Status.Status, ic.Status.Counts)
-	}
-	c.eventually("the many-image create's pre-pull pods are gone", func() bool { return c.noPrepullPods(tenantM) })
-	cost = c.costSince(mark, tenantM)
-	t.Logf("API cost of the create of %d images, %s", manyImages, cost.perPair(2*manyImages))
-	// Measured: 5.5 requests (controller 1.0) and 2.9 Events per pair. A
-	// pod costs about 55 requests whatever its images: the kubelet's Events
-	// stop at the spam filter's 25 per pod plus a few aggregated, and its
-	// status writes (a get and a patch each) are about 8 per pod. So 10
-	// images a node is just above issue 19's 5; more images per pod go
-	// below it (the default pod holds 32).
-	if per := float64(cost.controller+cost.kubelet) / (2 * manyImages); per > 6 {
-		t.Errorf("the create of %d images cost %.1f requests per (node, image), more than 6", manyImages, per)
-	}
-	if per := float64(cost.controller) / (2 * manyImages); per > 1.5 {
-		t.Errorf("the create of %d images cost the controller %.1f requests per (node, image), more than 1.5", manyImages, per)
-	}
-	if per := float64(cost.events) / (2 * manyImages); per > 3 {
-		t.Errorf("the create of %d images wrote %.1f Events per (node, image), more than 3", manyImages, per)
-	}
-	for _, n := range []string{"node-a", "node-b"} {
-		c.mustHaveImage(n, many[manyImages-1], true)
-		c.mustHaveRecord(n, tenantM+"/regcred")
-	}
-	if err := c.dyn.Resource(api.ImageCacheResource).Namespace(tenantM).Delete(ctx, "many", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
+	for _, cc := range costCases {
+		if err := c.dyn.Resource(api.ImageCacheResource).Namespace(cc.ns).Delete(ctx, costCacheName, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	// 2. KEP-2535 on node-a: another namespace without the secret is refused
@@ -411,8 +378,11 @@ func setUp(t *testing.T, ctx context.Context) *cluster {
 	push("v1", c.open, "public/s:v1", withTag("s"), []string{"/pause"}, nil)
 	push("app", c.priv, "tenant-a/app:1", withTag("app"), []string{"/pause"}, c.auth)
 	push("tool", c.priv, "tenant-a/tool:1", withTag("tool"), []string{"/pause"}, c.auth)
-	for i := range manyImages {
-		push(fmt.Sprintf("many-%d", i), c.priv, fmt.Sprintf("tenant-m/many-%d:1", i), withTag(fmt.Sprintf("many-%d", i)), []string{"/pause"}, c.auth)
+	for _, cc := range costCases {
+		for i := range cc.images {
+			name := cc.image(i)
+			push(name, c.priv, cc.ns+"/"+name+":1", withTag(name), []string{"/pause"}, c.auth)
+		}
 	}
 
 	var wg sync.WaitGroup
@@ -559,19 +529,7 @@ func (c *cluster) secret(ns, name, password string) {
 // applyCache writes an ImageCache as a user would (kubectl apply).
 func (c *cluster) applyCache(ns, name string, images []string, secret string) {
 	c.t.Helper()
-	doc := fmt.Sprintf("apiVersion: kubefledged.io/v1alpha2\nkind: ImageCache\nmetadata: {name: %s, namespace: %s}\nspec:\n  cacheSpec:\n  - images: [%s]\n    nodeSelector: {cache: \"yes\"}\n",
-		name, ns, strings.Join(images, ", "))
-	if secret != "" {
-		doc += "  imagePullSecrets: [{name: " + secret + "}]\n"
-	}
-	data, err := yaml.YAMLToJSON([]byte(doc))
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	if _, err := c.dyn.Resource(api.ImageCacheResource).Namespace(ns).Patch(c.ctx, name, "application/apply-patch+yaml", data,
-		metav1.PatchOptions{FieldManager: "kubectl", Force: ptr.To(true)}); err != nil {
-		c.t.Fatal(err)
-	}
+	c.applyCacheAs(c.dyn, ns, name, images, secret)
 }
 
 // applyCacheAs is applyCache with the client dyn (a tenant's).
