@@ -245,16 +245,22 @@ func (e *env) setLabel(node string, selected bool) {
 // as kubectl apply would.
 func (e *env) applyCache(name, specYAML string) {
 	e.t.Helper()
-	doc := fmt.Sprintf("apiVersion: kubefledged.io/v1alpha2\nkind: ImageCache\nmetadata:\n  name: %s\n  namespace: %s\nspec:\n%s", name, e.ns, specYAML)
+	e.applyCacheIn(e.ns, name, specYAML)
+}
+
+// applyCacheIn is applyCache into namespace ns (another tenant's).
+func (e *env) applyCacheIn(ns, name, specYAML string) {
+	e.t.Helper()
+	doc := fmt.Sprintf("apiVersion: kubefledged.io/v1alpha2\nkind: ImageCache\nmetadata:\n  name: %s\n  namespace: %s\nspec:\n%s", name, ns, specYAML)
 	var obj map[string]any
 	if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
 		e.t.Fatalf("bad test YAML: %v\n%s", err, doc)
 	}
 	data, _ := yaml.YAMLToJSON([]byte(doc))
 	force := true
-	if _, err := e.dyn.Resource(api.ImageCacheResource).Namespace(e.ns).Patch(e.ctx, name, "application/apply-patch+yaml", data,
+	if _, err := e.dyn.Resource(api.ImageCacheResource).Namespace(ns).Patch(e.ctx, name, "application/apply-patch+yaml", data,
 		metav1.PatchOptions{FieldManager: "kubectl", Force: &force}); err != nil {
-		e.t.Fatalf("applying ImageCache %s: %v", name, err)
+		e.t.Fatalf("applying ImageCache %s/%s: %v", ns, name, err)
 	}
 }
 
