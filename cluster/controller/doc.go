@@ -18,7 +18,9 @@
 // container status gives its succeeded or failed (ErrImagePull,
 // ImagePullBackOff and the registry's message); once every image of the
 // pod has its result, the pod is deleted.
-// Results go to the node's NodeImages object; each ImageCache's status
+// Results go to the node's NodeImages object, a pod's all in one write
+// once every image of it has one (the pod keeps them meanwhile), and a
+// pod is deleted once; each ImageCache's status
 // aggregates them into kube-fledged's status, reason, message and
 // failures, plus counts.
 //
