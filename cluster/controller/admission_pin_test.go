@@ -36,8 +36,13 @@ const (
 	denyRoot     = "non-root user"
 	denyOptions  = "no SELinux, AppArmor"
 	denyLimits   = "CPU and memory limits of at most"
+	denyPodRes   = "must have pod-level resources"
 	denyPodMisc  = "restart policy Never"
 )
+
+// denyOverPod is the API server's own validation, before admission: no
+// container's limit may exceed the pod-level one.
+const denyOverPod = "must be less than or equal to pod limits"
 
 // The controller's token creates exactly the pod prepullPod builds and
 // nothing else: starting from that pod (admitted), each change of one
@@ -149,7 +154,12 @@ func TestAdmissionPinsPrepullPods(t *testing.T) {
 		}, denyApp},
 		{"one image", withImages(1), ""},
 		{"64 images", withImages(64), ""},
-		{"65 images", withImages(65), denyApp},
+		{"65 images", func(p *corev1.Pod) {
+			withImages(65)(p)
+			// Else validation refuses first: 65 requests of 1m and 1Mi.
+			p.Spec.Resources.Requests[corev1.ResourceCPU] = resource.MustParse("100m")
+			p.Spec.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("100Mi")
+		}, denyApp},
 		{"second container", func(p *corev1.Pod) {
 			c := *app(p).DeepCopy()
 			c.Name = "second"
@@ -212,10 +222,65 @@ func TestAdmissionPinsPrepullPods(t *testing.T) {
 			p.Spec.SecurityContext.Sysctls = []corev1.Sysctl{{Name: "net.ipv4.ip_unprivileged_port_start", Value: "0"}}
 		}, denyOptions},
 		// Resources and the rest of the pod.
+		// Pod-level resources: present, CPU and memory only, bounded.
+		{"no pod-level resources", func(p *corev1.Pod) { p.Spec.Resources = nil }, denyPodRes},
+		{"64 images without pod-level limits", func(p *corev1.Pod) {
+			// The API server defaults them to the containers' sum (64 x 50m).
+			withImages(64)(p)
+			p.Spec.Resources.Limits = nil
+		}, denyPodRes},
+		{"large pod-level CPU limit", func(p *corev1.Pod) { p.Spec.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("4") }, denyPodRes},
+		{"large pod-level memory limit", func(p *corev1.Pod) {
+			p.Spec.Resources.Limits[corev1.ResourceMemory] = resource.MustParse("8Gi")
+		}, denyPodRes},
+		{"pod-level CPU request above bound", func(p *corev1.Pod) {
+			p.Spec.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("200m")
+			p.Spec.Resources.Requests[corev1.ResourceCPU] = resource.MustParse("150m")
+		}, denyPodRes},
+		{"pod-level memory request above bound", func(p *corev1.Pod) {
+			p.Spec.Resources.Limits[corev1.ResourceMemory] = resource.MustParse("256Mi")
+			p.Spec.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("200Mi")
+		}, denyPodRes},
+		{"pod-level limits at the bound", func(p *corev1.Pod) {
+			p.Spec.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("200m")
+			p.Spec.Resources.Limits[corev1.ResourceMemory] = resource.MustParse("256Mi")
+			p.Spec.Resources.Requests[corev1.ResourceCPU] = resource.MustParse("100m")
+			p.Spec.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("128Mi")
+		}, ""},
+		{"pod-level hugepages", func(p *corev1.Pod) {
+			p.Spec.Resources.Limits["hugepages-2Mi"] = resource.MustParse("2Mi")
+			p.Spec.Resources.Requests["hugepages-2Mi"] = resource.MustParse("2Mi")
+		}, denyPodRes},
+		{"pod-level resource claims", func(p *corev1.Pod) {
+			p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("gpu")}}
+		}, denyLimits},
+		// Container resources: CPU and memory requests and limits, bounded.
 		{"no limits", func(p *corev1.Pod) { app(p).Resources.Limits = nil }, denyLimits},
 		{"no CPU limit", func(p *corev1.Pod) { delete(ini(p).Resources.Limits, corev1.ResourceCPU) }, denyLimits},
-		{"large CPU limit", func(p *corev1.Pod) { app(p).Resources.Limits[corev1.ResourceCPU] = resource.MustParse("4") }, denyLimits},
-		{"large memory limit", func(p *corev1.Pod) { ini(p).Resources.Limits[corev1.ResourceMemory] = resource.MustParse("8Gi") }, denyLimits},
+		{"container CPU limit above its bound", func(p *corev1.Pod) {
+			p.Spec.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("200m")
+			app(p).Resources.Limits[corev1.ResourceCPU] = resource.MustParse("150m")
+		}, denyLimits},
+		{"container memory limit above its bound", func(p *corev1.Pod) {
+			ini(p).Resources.Limits[corev1.ResourceMemory] = resource.MustParse("100Mi")
+		}, denyLimits},
+		{"large CPU limit", func(p *corev1.Pod) { app(p).Resources.Limits[corev1.ResourceCPU] = resource.MustParse("4") }, denyOverPod},
+		{"large memory limit", func(p *corev1.Pod) { app(p).Resources.Limits[corev1.ResourceMemory] = resource.MustParse("8Gi") }, denyOverPod},
+		// Validation compares only the regular containers' limits with the
+		// pod's: policy 2 bounds the init container's.
+		{"large memory limit in the init container", func(p *corev1.Pod) {
+			ini(p).Resources.Limits[corev1.ResourceMemory] = resource.MustParse("8Gi")
+		}, denyLimits},
+		{"no requests", func(p *corev1.Pod) {
+			// The API server defaults them to the limits (50m, 32Mi).
+			app(p).Resources.Requests = nil
+		}, denyLimits},
+		{"container CPU request above bound", func(p *corev1.Pod) {
+			app(p).Resources.Requests[corev1.ResourceCPU] = resource.MustParse("10m")
+		}, denyLimits},
+		{"container memory request above bound", func(p *corev1.Pod) {
+			ini(p).Resources.Requests[corev1.ResourceMemory] = resource.MustParse("8Mi")
+		}, denyLimits},
 		{"extended resource", func(p *corev1.Pod) {
 			app(p).Resources.Limits["example.com/gpu"] = resource.MustParse("1")
 			app(p).Resources.Requests["example.com/gpu"] = resource.MustParse("1")

@@ -36,11 +36,16 @@
 //     per action and reason on the cache (refused.go); conflicts,
 //     throttling, timeouts, server errors, and a quota exceeded while the
 //     controller's own pre-pull pods there still run, are retried.
-//   - Pre-pull pods meet Pod Security "restricted" and carry CPU and
-//     memory requests and limits, so a namespace enforcing restricted or
-//     a requests/limits quota admits them; the shipped admission policy
-//     admits from the controller's service account only that exact pod
-//     shape, and only deletes of its own pods.
+//   - Pre-pull pods meet Pod Security "restricted" and carry pod-level
+//     CPU and memory requests and limits (KEP-2837, gate PodLevelResources,
+//     on by default since v1.34): a ResourceQuota is charged 64m/64Mi of
+//     requests and 100m/128Mi of limits per pod whatever its number of
+//     images, and each container's own small requests and limits leave a
+//     LimitRange nothing to default (pods.go). An API server with the gate
+//     off drops them, and the admission policy then refuses the pods
+//     (AdmissionPolicyDenied). The shipped admission policy admits from the
+//     controller's service account only that exact pod shape, and only
+//     deletes of its own pods.
 //   - No state lives only in memory: the action (its reason, batch and
 //     generation) is in the ImageCache's status, pods have deterministic
 //     names, and a pod is deleted only after its result is written, so a

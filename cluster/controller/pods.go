@@ -44,15 +44,75 @@ const (
 // prepullName is the name of the container that pulls a pod's i-th image.
 func prepullName(i int) string { return prepullPrefix + strconv.Itoa(i) }
 
-// Resources of each container of a pre-pull pod. Both requests and limits
-// are set so that a namespace whose ResourceQuota covers requests.* or
-// limits.* admits the pod; admission.yaml refuses a pre-pull pod whose
-// limits exceed 100m CPU or 64Mi memory, so keep these below that.
+// Resources of a pre-pull pod. Its quota cost is the pod-level
+// resources (spec.resources, KEP-2837, feature gate PodLevelResources, beta
+// and on by default since v1.34), the same whatever its number of images;
+// each container carries small explicit requests and limits of its own,
+// inside them. What the v1.37 API server and kubelet do with this shape,
+// and why each number is what it is:
+//
+//   - Validation (pkg/apis/core/validation, validatePodResourceConsistency):
+//     pod-level requests must be at least the containers' aggregate
+//     requests (the sum of the regular containers', or the largest init
+//     container's if more), and no container's limit may exceed the
+//     pod-level limit of that resource. Pod-level resources may name only
+//     cpu, memory and hugepages, and their requests may not exceed their
+//     limits. So the pod-level requests are podCPURequest and
+//     podMemoryRequest, at least maxImagesPerPodLimit times a container's
+//     request, and a container's limits are below the pod's.
+//   - Defaulting: a container's missing requests default to its limits
+//     (SetDefaults_Pod). With PodLevelResourcesFixDefaulting (beta, on in
+//     v1.37) the pod-level defaults (requests from the containers'
+//     aggregate or from pod-level limits; limits from the containers') run
+//     in PrepareForCreate, after mutating admission. Every value here is
+//     set, so neither fills anything.
+//   - ResourceQuota (pkg/quota/v1/evaluator/core/pods.go): with pod-level
+//     resources set, Constraints no longer asks every container for cpu and
+//     memory requests and limits, and the usage is PodRequests/PodLimits,
+//     in which the pod-level values replace the containers' sum for cpu and
+//     memory. A pod is charged exactly podCPURequest, podMemoryRequest,
+//     podCPULimit and podMemoryLimit (requests.*, limits.*), for 1 image or
+//     64. Other resources (ephemeral-storage) are still summed over the
+//     containers.
+//   - LimitRanger (plugin/pkg/admission/limitranger): its defaulting does
+//     not look at pod-level resources. A LimitRange's container default and
+//     defaultRequest are written into every container lacking that
+//     resource, and would then break the pod's validation: 65 default
+//     requests exceed the pod-level requests, and a default limit may exceed
+//     the pod-level limit. Hence each container's own cpu and memory
+//     requests and limits, which leave it nothing to default (it may still
+//     default ephemeral-storage; admission.yaml allows that). Its container
+//     min and max apply to each container as before; its Pod min and max
+//     compare the pod-level values.
+//   - Kubelet: the pod cgroup's CPU quota and memory.max are the pod-level
+//     limits (ResourceConfigForPod), which bound the pre-pull containers
+//     together; each container's cgroup keeps its own smaller limits. A
+//     kubelet with the gate disabled refuses the pod at admission (pod
+//     Failed, reason PodLevelResourcesNotSupported), which the cache shows
+//     as that image's failure.
+//   - An API server with the gate disabled drops spec.resources before
+//     validating admission; admission.yaml's policy 2 then denies the pod
+//     (the cache fails with reason AdmissionPolicyDenied and a Warning
+//     event), rather than letting it count up to 64 containers' limits.
+//
+// admission.yaml (policy 2) bounds the pod-level values at 200m and 256Mi
+// (limits) and 100m and 128Mi (requests), and each container's at 100m and
+// 64Mi (limits) and 4m and 4Mi (requests): keep these below those.
 const (
+	// Each container's. A container's limits are what one no-op start
+	// needs (runc's init joins the container's cgroup before the no-op).
 	prepullCPURequest    = "1m"
+	prepullMemoryRequest = "1Mi"
 	prepullCPULimit      = "50m"
-	prepullMemoryRequest = "4Mi"
 	prepullMemoryLimit   = "32Mi"
+	// The pod's, the quota's charge. The requests are maxImagesPerPodLimit
+	// times a container's (validation's floor for 64 images); the limits
+	// leave room for the kubelet starting several no-ops at once when every
+	// image is present.
+	podCPURequest    = "64m"
+	podMemoryRequest = "64Mi"
+	podCPULimit      = "100m"
+	podMemoryLimit   = "128Mi"
 )
 
 // podName is the pre-pull pod's name for one (cache, batch, node) and the
@@ -101,8 +161,9 @@ func podImages(pod *corev1.Pod) map[string]string {
 //
 // The pod meets Pod Security "restricted" (v1.37): non-root 65534, seccomp
 // RuntimeDefault, no privilege escalation, every capability dropped, only
-// an emptyDir volume; each container has CPU and memory requests and
-// limits. It is exactly the shape policy 2 of deploy/cluster/admission.yaml
+// an emptyDir volume. Its CPU and memory requests and limits are set at
+// pod level, and small ones on each container (see podCPULimit). It is
+// exactly the shape policy 2 of deploy/cluster/admission.yaml
 // admits from the controller's service account: change both together.
 func (c *Controller) prepullPod(ic *api.ImageCache, node string, images []string) *corev1.Pod {
 	small := corev1.ResourceRequirements{
@@ -183,6 +244,10 @@ func (c *Controller) prepullPod(ic *api.ImageCache, node string, images []string
 				SecurityContext: hardened(),
 			}},
 			Containers: containers,
+			Resources: &corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(podCPURequest), corev1.ResourceMemory: resource.MustParse(podMemoryRequest)},
+				Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(podCPULimit), corev1.ResourceMemory: resource.MustParse(podMemoryLimit)},
+			},
 		},
 	}
 }
