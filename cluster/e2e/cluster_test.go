@@ -124,6 +124,9 @@ func TestClusterImageCache(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// 1c. A namespace whose quota admits one pre-pull pod's pod-level
+	//     resources, on a node of its own that makes pod cgroups.
+	c.quotaStep(t, "tenant-q")
 
 	// 2. KEP-2535 on node-a: another namespace without the secret is refused
 	//    the cached image; a pod holding the secret starts without a pull.

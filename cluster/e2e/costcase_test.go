@@ -34,7 +34,7 @@ const costCacheName = "many"
 // container changes) and the controller's about 8 (create, delete, a
 // spec and a results write on the node's object, its share of the
 // cache's status writes and Events). So the cost per pair falls as pods
-// carry more images: measured 5.2-5.5 requests and 2.9 Events at 10,
+// carry more images: measured 5.0-5.5 requests and 2.9 Events at 10,
 // 1.6-1.7 and 0.9 at 32.
 var costCases = []costCase{
 	{ns: "tenant-m", images: 10, requests: 5.8, controller: 1.0, events: 3},

@@ -54,7 +54,7 @@ var quotaCharge = corev1.ResourceList{
 // quotaStep: issue 19 on a real kubelet. A namespace whose ResourceQuota
 // admits exactly one pre-pull pod's pod-level resources (and would refuse
 // one pod of containers limited one by one: 10 images x 50m) caches
-// manyImages private images on a node of its own whose kubelet makes pod
+// 10 private images on a node of its own whose kubelet makes pod
 // cgroups; the cache succeeds, the images are there, the quota charged one
 // pod's pod-level values, the pod's cgroup is limited to them and nothing
 // was OOM-killed. Then a refresh, every image present: the containers all
@@ -92,9 +92,10 @@ func (c *cluster) quotaStep(t *testing.T, ns string) {
 	resetUsed()
 	w := c.watchPrepull(t, ns)
 
+	// The 10 images of the first cost case (pushed by setUp).
 	var images []string
-	for i := range manyImages {
-		images = append(images, c.images[fmt.Sprintf("many-%d", i)])
+	for i := range costCases[0].images {
+		images = append(images, c.images[costCases[0].image(i)])
 	}
 	doc := fmt.Sprintf("apiVersion: kubefledged.io/v1alpha2\nkind: ImageCache\nmetadata: {name: tight, namespace: %s}\nspec:\n"+
 		"  cacheSpec:\n  - images: [%s]\n    nodeSelector: {quota: \"yes\"}\n  imagePullSecrets: [{name: regcred}]\n", ns, strings.Join(images, ", "))
@@ -109,7 +110,7 @@ func (c *cluster) quotaStep(t *testing.T, ns string) {
 	round := func(reason string) {
 		t.Helper()
 		ic := c.waitDone(ns, "tight", reason)
-		if ic.Status.Status != api.ActionStatusSucceeded || ic.Status.Counts.Succeeded != manyImages {
+		if ic.Status.Status != api.ActionStatusSucceeded || int(ic.Status.Counts.Succeeded) != len(images) {
 			t.Fatalf("%s in a tight quota: %s %+v failures %+v", reason, ic.Status.Status, ic.Status.Counts, ic.Status.Failures)
 		}
 		for _, img := range images {
