@@ -407,11 +407,18 @@ func (c *Controller) nodeChanged(obj any) {
 	c.queueAllCaches()
 }
 
-func (c *Controller) podChanged(obj any) {
+// podOf is the pod an informer event carries, also when it is a
+// deletion's last known state.
+func podOf(obj any) (*corev1.Pod, bool) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
 	pod, ok := obj.(*corev1.Pod)
+	return pod, ok
+}
+
+func (c *Controller) podChanged(obj any) {
+	pod, ok := podOf(obj)
 	if !ok {
 		return
 	}
@@ -426,10 +433,7 @@ func (c *Controller) podChanged(obj any) {
 // podGone reacts to a pod's deletion: it is no longer one to delete, and
 // results held for it are written now (results.go).
 func (c *Controller) podGone(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	pod, ok := obj.(*corev1.Pod)
+	pod, ok := podOf(obj)
 	if !ok {
 		return
 	}

@@ -5,16 +5,10 @@ import (
 	"fmt"
 	"io"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
-	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/pullrecords/pullrecords/cluster/api"
 )
@@ -28,13 +22,8 @@ func benchSync(b *testing.B, nodes, images int) (*Controller, string) {
 	klog.SetOutput(io.Discard)
 	klog.LogToStderr(false)
 	b.Cleanup(func() { klog.LogToStderr(true) })
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		api.ImageCacheResource: "ImageCacheList", api.NodeImagesResource: "NodeImagesList"})
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	c, err := New(Config{Kube: kubefake.NewClientset(), Dynamic: dyn, NoopImage: "registry.test/noop:1", Clock: clocktesting.NewFakeClock(now)})
-	if err != nil {
-		b.Fatal(err)
-	}
+	now := fakeNow
+	c, _, dyn := fakeController(b, now)
 	nodeStore := c.kubeInformers.Core().V1().Nodes().Informer().GetStore()
 	for i := 0; i < nodes; i++ {
 		if err := nodeStore.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%04d", i)}}); err != nil {

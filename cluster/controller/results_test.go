@@ -17,20 +17,22 @@ import (
 	"github.com/pullrecords/pullrecords/cluster/api"
 )
 
-// fakeController is a Controller over fake clients, not running: tests
-// call its methods and look at what it asked the API server for.
-func fakeController(t *testing.T) (*Controller, *kubefake.Clientset) {
+// fakeController is a Controller over fake clients, not running, its
+// clock at now: tests call its methods and look at what it asked the API
+// server for.
+func fakeController(t testing.TB, now time.Time) (*Controller, *kubefake.Clientset, *dynamicfake.FakeDynamicClient) {
 	t.Helper()
 	kube := kubefake.NewClientset()
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		api.ImageCacheResource: "ImageCacheList", api.NodeImagesResource: "NodeImagesList"})
-	c, err := New(Config{Kube: kube, Dynamic: dyn, NoopImage: "registry.test/noop:1",
-		Clock: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))})
+	c, err := New(Config{Kube: kube, Dynamic: dyn, NoopImage: "registry.test/noop:1", Clock: clocktesting.NewFakeClock(now)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, kube
+	return c, kube, dyn
 }
+
+var fakeNow = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func testCache() *api.ImageCache {
 	return &api.ImageCache{ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: "c", UID: "cache-uid"},
@@ -40,7 +42,7 @@ func testCache() *api.ImageCache {
 // A pod's results are written together: those that come in while its
 // other images pull are held, and its last result releases them all.
 func TestPodResultsAreWrittenTogether(t *testing.T) {
-	c, _ := fakeController(t)
+	c, _, _ := fakeController(t, fakeNow)
 	ic := testCache()
 	ok := api.Outcome{Status: api.WorkSucceeded}
 	c.settle(ic, "n1", "a:1", ok, fromPod{key: "t/p1"})
@@ -64,7 +66,7 @@ func TestPodResultsAreWrittenTogether(t *testing.T) {
 // A held result is released when its pod goes before its last result
 // came (deleted by someone, its node gone): nothing else would write it.
 func TestHeldResultsAreReleasedWhenThePodGoes(t *testing.T) {
-	c, _ := fakeController(t)
+	c, _, _ := fakeController(t, fakeNow)
 	ic := testCache()
 	c.settle(ic, "n1", "a:1", api.Outcome{Status: api.WorkSucceeded}, fromPod{key: "t/p1"})
 	c.settle(ic, "n1", "a:2", api.Outcome{Status: api.WorkSucceeded}, fromPod{key: "t/p2"})
@@ -89,7 +91,7 @@ func ownedPod(uid types.UID) *corev1.Pod {
 // controller deleted, a second delete is not sent; once the informer saw
 // it go, a new pod of the same name is deleted again.
 func TestPodIsDeletedOnce(t *testing.T) {
-	c, kube := fakeController(t)
+	c, kube, _ := fakeController(t, fakeNow)
 	deletes := func() int {
 		n := 0
 		for _, a := range kube.Actions() {
