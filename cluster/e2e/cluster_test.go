@@ -322,7 +322,9 @@ func setUp(t *testing.T, ctx context.Context) *cluster {
 		t.Fatal(err)
 	}
 	names := []string{"node-a", "node-b", "node-c"}
-	srv, err := apiservertest.Start(ctx, apiservertest.Options{NodeNames: names, AuditLog: true})
+	// quotaNode (quota_test.go) starts later, in its own step, with a
+	// node identity of its own like the others.
+	srv, err := apiservertest.Start(ctx, apiservertest.Options{NodeNames: append(names[:len(names):len(names)], quotaNode), AuditLog: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -538,8 +540,14 @@ func (c *cluster) applyCache(ns, name string, images []string, secret string) {
 // applyCacheAs is applyCache with the client dyn (a tenant's).
 func (c *cluster) applyCacheAs(dyn dynamic.Interface, ns, name string, images []string, secret string) {
 	c.t.Helper()
-	doc := fmt.Sprintf("apiVersion: kubefledged.io/v1alpha2\nkind: ImageCache\nmetadata: {name: %s, namespace: %s}\nspec:\n  cacheSpec:\n  - images: [%s]\n    nodeSelector: {cache: \"yes\"}\n",
-		name, ns, strings.Join(images, ", "))
+	c.applyCacheOn(dyn, ns, name, images, secret, "cache")
+}
+
+// applyCacheOn is applyCacheAs for the nodes labelled label=yes.
+func (c *cluster) applyCacheOn(dyn dynamic.Interface, ns, name string, images []string, secret, label string) {
+	c.t.Helper()
+	doc := fmt.Sprintf("apiVersion: kubefledged.io/v1alpha2\nkind: ImageCache\nmetadata: {name: %s, namespace: %s}\nspec:\n  cacheSpec:\n  - images: [%s]\n    nodeSelector: {%s: \"yes\"}\n",
+		name, ns, strings.Join(images, ", "), label)
 	if secret != "" {
 		doc += "  imagePullSecrets: [{name: " + secret + "}]\n"
 	}

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -20,8 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	"github.com/pullrecords/pullrecords/cluster/api"
 	"github.com/pullrecords/pullrecords/cluster/apiservertest"
@@ -36,12 +33,6 @@ const quotaNode = "node-q"
 // quotaCgroupRoot is quotaNode's kubelet --cgroup-root (cgroup v1,
 // cgroupfs): its pods' cgroups are under <controller>/<root>/kubepods.
 const quotaCgroupRoot = "pullrecords-" + quotaNode
-
-// adminKubelet lets a node not named in the server's Options.NodeNames
-// register: its kubelet authenticates as the admin.
-type adminKubelet struct{ *apiservertest.Server }
-
-func (a adminKubelet) NodeToken(string) string { return a.AdminToken }
 
 // The pre-pull pod's pod-level resources (cluster/controller/pods.go): what
 // quota admission charges each pod.
@@ -97,16 +88,7 @@ func (c *cluster) quotaStep(t *testing.T, ns string) {
 	for i := range costCases[0].images {
 		images = append(images, c.images[costCases[0].image(i)])
 	}
-	doc := fmt.Sprintf("apiVersion: kubefledged.io/v1alpha2\nkind: ImageCache\nmetadata: {name: tight, namespace: %s}\nspec:\n"+
-		"  cacheSpec:\n  - images: [%s]\n    nodeSelector: {quota: \"yes\"}\n  imagePullSecrets: [{name: regcred}]\n", ns, strings.Join(images, ", "))
-	data, err := yaml.YAMLToJSON([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.dyn.Resource(api.ImageCacheResource).Namespace(ns).Patch(ctx, "tight", "application/apply-patch+yaml", data,
-		metav1.PatchOptions{FieldManager: "kubectl", Force: ptr.To(true)}); err != nil {
-		t.Fatal(err)
-	}
+	c.applyCacheOn(c.dyn, ns, "tight", images, "regcred", "quota")
 	round := func(reason string) {
 		t.Helper()
 		ic := c.waitDone(ns, "tight", reason)
@@ -169,7 +151,7 @@ func (c *cluster) startQuotaNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := nodetest.StartNode(c.ctx, nodetest.NodeOptions{Name: quotaNode, Server: adminKubelet{c.srv}, Kubelet: filepath.Join(bin, "kubelet"),
+	n, err := nodetest.StartNode(c.ctx, nodetest.NodeOptions{Name: quotaNode, Server: c.srv, Kubelet: filepath.Join(bin, "kubelet"),
 		SandboxImage: c.images["pause"], InsecureRegistries: []string{c.open.Host, c.priv.Host},
 		Labels:      map[string]string{"quota": "yes", "cache": "no"},
 		KubeletArgs: []string{"--cgroups-per-qos=true", "--cgroup-root=/" + quotaCgroupRoot}})
