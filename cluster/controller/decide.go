@@ -50,19 +50,13 @@ func (c *Controller) decide(ic *api.ImageCache, image string, ns *nodeState, bud
 		// the action's pods at its end.
 		done := allFinal(outs)
 		from := fromPod{key: in.pod.Namespace + "/" + in.pod.Name, done: done, remove: done && anyFailed(outs)}
-		if out.Status == api.WorkFailed {
+		switch out.Status {
+		case api.WorkSucceeded:
+			// Its image ID reaches the node's spec with the pod's
+			// results (addRecord, results.go "held").
+			c.notePull(ns.ni, node, image, ic, in.pod, in.container)
+		case api.WorkFailed:
 			out.Message = withSecretHint(ic, out.Message)
-		}
-		if done {
-			// The image IDs of the pod's pulls go into the node's spec
-			// together, with its results (results.go, "held"). A pod
-			// that goes before it is done leaves its images without an
-			// ID, so a purge keeps them: never removes more.
-			for name, img := range podImages(in.pod) {
-				if outs[name].Status == api.WorkSucceeded {
-					c.notePull(ns.ni, node, img, ic, in.pod, name)
-				}
-			}
 		}
 		return c.settle(ic, node, image, out, from), waitKind{}
 	}

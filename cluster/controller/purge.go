@@ -131,20 +131,18 @@ func (c *Controller) recordOf(ni *api.NodeImages, node, image, uid string) (api.
 	return api.PullRecord{}, false
 }
 
-// addRecord remembers a pull record until the node's spec shows it. A
-// record of a pull about to start (no image ID yet) goes with the node's
-// next write, usually its pod's results: lost in a crash meanwhile, it
-// leaves the image unclaimed, so a purge keeps it (never removes more).
+// addRecord remembers a pull record until the node's spec shows it. It
+// asks for no write of its own: a record goes with the node's next write,
+// which its pod's results bring (results.go). Lost in a crash meanwhile,
+// a record leaves the image unclaimed, so a purge keeps it (never removes
+// more).
 func (c *Controller) addRecord(node, image string, r api.PullRecord) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.records[node] == nil {
 		c.records[node] = map[recordKey]api.PullRecord{}
 	}
 	c.records[node][recordKey{image, r.CacheUID}] = r
-	c.mu.Unlock()
-	if r.ImageRef != "" {
-		c.nodeQueue.AddAfter(node, resultWriteDelay)
-	}
 }
 
 // pulledImageRef returns the image the kubelet reports pre-pull container
