@@ -10,16 +10,19 @@
 // credstamp.Store.
 //
 // RequestFromCRI turns a runtimeapi.PullImageRequest into a Request (image,
-// credential, pod). Gate.Admit decides; Gate.PullSucceeded records the
-// runtime's imageRef afterwards. The gRPC proxy (cri/criproxy) and the
-// command (pullrecords shim) sit around it; this package imports the CRI
-// types but not gRPC.
+// credential, pod). Gate.Pull runs the gate around one pull: Admit decides
+// before the pull, the runtime pulls, the gate checks that what the runtime
+// holds is what the origin proved (Config.Runtime), takes back the names of
+// a pull it refuses afterwards, and records the pull (PullSucceeded). The
+// gRPC proxy (cri/criproxy) and the command (pullrecords shim) sit around
+// it; this package imports the CRI types but not gRPC.
 //
 // # Guarantees
 //
 //   - A pull is admitted only if (a) its registry is configured mirror-only,
 //     or (b) the Verifier accepted this very credential for this image (by
-//     string) just now, or (c) a stamp of (credential, repository, digest)
+//     string) just now (with originverify: the registry proved it holds the
+//     content, not only said yes), or (c) a stamp of (credential, repository, digest)
 //     younger than the TTL exists, the digest coming from a digest reference
 //     or the runtime's own copy (Config.Local). A stamp for another
 //     repository, another digest, another credential or no credential
@@ -44,6 +47,24 @@
 //     pod and the reason and wraps ErrRefused and the verifier's error
 //     (errors.Is works on both). Neither errors nor logs hold a password,
 //     token or credential hash.
+//   - Through Pull with Config.Runtime, a pull the runtime made counts only
+//     if the image its name now points to is the one pulled and is held
+//     under a digest of the image's repository that the origin proved for
+//     this credential (the admission's digest, or a fresh stamp). Otherwise
+//     (a tag that moved, a registry or mirror that served the runtime other
+//     content than it proved, a runtime that cannot say) the pull is refused
+//     after the fact (ErrUnverifiedContent), nothing is recorded, and the
+//     names the pull created are removed through Runtime.RemoveName: the
+//     requested name unless it pointed to that image before, and each
+//     repository@digest name of the image's repository that no verified
+//     pull recorded; then the image if no name is left. Names of other
+//     repositories (another tenant's) and content other names use are
+//     never removed. A name whose earlier state is unknown is kept.
+//   - A mirror-only pull through Pull is refused after the fact
+//     (ErrPrivateContent), with the same undo, when the records (Config.Store)
+//     hold its image ID or any of its repository digests from a pull made
+//     with a pod's credential and from no pull open to every pod: a
+//     mirror-only name never gets another tenant's private content.
 //   - One log line per decision (pod, image, registry, credential kind,
 //     result); remembered and mirror-only admissions at V(2).
 //   - A remembered admission allocates nothing: parsed images and credential
@@ -62,10 +83,18 @@
 //     every pull (only the digest, which a tag does not carry, can be
 //     remembered). With Local, the stamp is for the digest the runtime
 //     holds, which may differ from what the tag names at the origin now.
-//   - Mirror-only registries are not protected at all: their images are
-//     open to every pod on the node. Use them only for public content.
-//   - The gate does not pull, nor check what the runtime pulled: the proxy
-//     forwards the request after Admit, and the runtime may still fetch
-//     from a mirror; what was checked is the origin's answer for the
-//     reference.
+//   - Mirror-only registries are checked only against the records: content
+//     their mirrors serve that no credentialed pull through this gate
+//     brought (private content of another node, or pulled before the gate
+//     was installed) is open to every pod on the node. Use them only for
+//     public content.
+//   - Admit alone (without Pull) does not check what the runtime pulled.
+//     Pull checks it through the runtime's word (ImageStatus after the
+//     pull): a runtime that lies about its own images is trusted. Between
+//     the pull and the removal of a refused pull's names another pod could
+//     start the image under that name; the kubelet's own records (no
+//     record of a successful pull) then decide for it.
+//   - Pull removes names, not content: a refused pull of content the node
+//     did not hold before leaves it to the runtime's garbage collection once
+//     no name points to it; content that another name uses stays.
 package crishim

@@ -32,11 +32,18 @@ type RefusalError struct {
 	Image    string
 	Registry string // empty when the image does not parse
 	Pod      Pod
-	// Err is the reason: ErrInvalidImage or the verifier's error.
+	// After is true for a refusal after the runtime pulled (Gate.Pull):
+	// what it pulled is not what was proved.
+	After bool
+	// Err is the reason: ErrInvalidImage, the verifier's error, or
+	// ErrUnverifiedContent or ErrPrivateContent (wrapped, with the detail).
 	Err error
 }
 
 func (e *RefusalError) Error() string {
+	if e.After {
+		return fmt.Sprintf("refusing the pull of %q for pod %s from %s: %v", e.Image, e.Pod, e.Registry, e.Err)
+	}
 	if e.Registry == "" {
 		return fmt.Sprintf("refusing to pull %q for pod %s: %v", e.Image, e.Pod, e.Err)
 	}
@@ -45,3 +52,16 @@ func (e *RefusalError) Error() string {
 
 // Unwrap returns ErrRefused and the reason.
 func (e *RefusalError) Unwrap() []error { return []error{ErrRefused, e.Err} }
+
+var (
+	// ErrUnverifiedContent is the cause of a refusal after the pull: the
+	// runtime pulled content under no digest the origin proved for this
+	// credential (a tag that moved between the check and the pull, a
+	// mirror or registry that served other content to the runtime), or
+	// the gate could not learn what it pulled.
+	ErrUnverifiedContent = errors.New("the runtime pulled content the origin did not prove for this credential")
+	// ErrPrivateContent is the cause of a refusal of a mirror-only pull
+	// that resolved to content the node holds from a pull made with a
+	// pod's credential.
+	ErrPrivateContent = errors.New("a mirror-only name resolved to content the node holds from a credentialed pull")
+)

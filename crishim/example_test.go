@@ -64,7 +64,7 @@ func Example() {
 		Verifier: o,
 		TTL:      time.Hour,
 		Local:    func(_ context.Context, image string) (string, bool) { d, ok := local[image]; return d, ok },
-		Classify: crishim.ClassifyBySentinels(errDenied, nil, nil, nil),
+		Classify: crishim.ClassifyBySentinels(errDenied, nil, nil, nil, nil),
 	})
 	if err != nil {
 		panic(err)

@@ -60,6 +60,17 @@ type Config struct {
 	// reference can be answered from a stamp. Nil: only digest references
 	// are.
 	Local LocalDigest
+	// Runtime is asked by Pull what the runtime holds after a pull, and
+	// takes back the names a refused pull created. Nil: Pull checks only
+	// what the request names (a digest reference is pulled as proved; a
+	// tag reference is not checked after the pull).
+	Runtime Runtime
+	// Store is the accessor Records keeps its records in (the cache in
+	// front of the store: recordsdir.Records.Accessor). Pull reads it to
+	// tell whether content is held from a pull made with a pod's
+	// credential and whether a verified pull made a name. Required when
+	// MirrorOnly is not empty.
+	Store accessor.PullRecordsAccessor
 	// Clock times origin requests; the real clock when nil. (The stamps'
 	// clock is the Store's.)
 	Clock clock.PassiveClock
@@ -125,6 +136,9 @@ func NewGate(cfg Config) (*Gate, error) {
 			return nil, fmt.Errorf("%w: mirror-only host %q names no host", ErrInvalidConfig, h)
 		}
 		g.mirrorOnly[host] = struct{}{}
+	}
+	if len(g.mirrorOnly) > 0 && cfg.Store == nil {
+		return nil, fmt.Errorf("%w: Config.Store is nil: mirror-only registries need it to keep private content out", ErrMissingDependency)
 	}
 	return g, nil
 }

@@ -151,12 +151,13 @@ func newFixture(t testing.TB, edit func(*Config)) *fixture {
 	f := &fixture{verifier: newFakeVerifier(), stamps: stamps, stampsDir: stampsDir, records: cache, clock: clk, metrics: NewMetrics()}
 	cfg := Config{
 		Records:  manager,
+		Store:    cache,
 		Stamps:   stamps,
 		Verifier: f.verifier,
 		TTL:      time.Hour,
 		Clock:    clk,
 		Metrics:  f.metrics,
-		Classify: ClassifyBySentinels(errDenied, errNotFound, nil, nil),
+		Classify: ClassifyBySentinels(errDenied, errNotFound, nil, nil, nil),
 	}
 	if edit != nil {
 		edit(&cfg)

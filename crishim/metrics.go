@@ -30,9 +30,20 @@ const (
 	// ResultMirrorOnly: the registry is configured mirror-only; nothing was
 	// asked.
 	ResultMirrorOnly Result = "mirror_only"
+	// ResultNotProven: the registry answered but did not prove it holds
+	// the image's content (a manifest that does not hash to its digest, a
+	// blob the node holds answered with other bytes).
+	ResultNotProven Result = "not_proven"
+	// ResultUnverifiedContent: after an admitted pull, the runtime held
+	// the image under no digest the origin proved (Pull).
+	ResultUnverifiedContent Result = "unverified_content"
+	// ResultPrivateContent: a mirror-only pull resolved to content the
+	// node holds from a pull made with a pod's credential (Pull).
+	ResultPrivateContent Result = "private_content"
 )
 
-var allResults = [...]Result{ResultAccepted, ResultDenied, ResultNotFound, ResultUnreachable, ResultInvalid, ResultMirrorOnly}
+var allResults = [...]Result{ResultAccepted, ResultDenied, ResultNotFound, ResultUnreachable, ResultInvalid, ResultMirrorOnly,
+	ResultNotProven, ResultUnverifiedContent, ResultPrivateContent}
 
 // ClassifyBySentinels returns a Config.Classify that maps a verifier error
 // matching (errors.Is) one of the given sentinels to its result, a context
@@ -40,13 +51,13 @@ var allResults = [...]Result{ResultAccepted, ResultDenied, ResultNotFound, Resul
 // ResultDenied. Nil sentinels are skipped. With originverify:
 //
 //	crishim.ClassifyBySentinels(originverify.ErrDenied, originverify.ErrNotFound,
-//		originverify.ErrUnreachable, originverify.ErrInvalidReference)
-func ClassifyBySentinels(denied, notFound, unreachable, invalid error) func(error) Result {
+//		originverify.ErrUnreachable, originverify.ErrInvalidReference, originverify.ErrNotProven)
+func ClassifyBySentinels(denied, notFound, unreachable, invalid, notProven error) func(error) Result {
 	return func(err error) Result {
 		for _, s := range [...]struct {
 			sentinel error
 			result   Result
-		}{{denied, ResultDenied}, {notFound, ResultNotFound}, {unreachable, ResultUnreachable}, {invalid, ResultInvalid}} {
+		}{{notProven, ResultNotProven}, {denied, ResultDenied}, {notFound, ResultNotFound}, {unreachable, ResultUnreachable}, {invalid, ResultInvalid}} {
 			if s.sentinel != nil && errors.Is(err, s.sentinel) {
 				return s.result
 			}
@@ -85,7 +96,7 @@ func NewMetrics() *Metrics {
 	m := &Metrics{
 		verifications: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricVerificationsTotal,
-			Help: "Pull admissions by the shim's gate, by result: accepted (by the origin, now or within the TTL), denied, not_found, unreachable, invalid, or mirror_only (not checked).",
+			Help: "Pull decisions of the shim's gate, by result: accepted (by the origin, now or within the TTL), denied, not_found, unreachable, invalid, not_proven (the registry did not prove it holds the content), mirror_only (not checked), and after the pull unverified_content or private_content (refused, its names removed).",
 		}, []string{"result"}),
 		remembered: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: MetricRememberedTotal,

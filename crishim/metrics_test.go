@@ -15,7 +15,8 @@ import (
 func TestClassify(t *testing.T) {
 	errUnreachable := errors.New("unreachable")
 	errInvalid := errors.New("invalid")
-	classify := ClassifyBySentinels(errDenied, errNotFound, errUnreachable, errInvalid)
+	errNotProven := errors.New("not proven")
+	classify := ClassifyBySentinels(errDenied, errNotFound, errUnreachable, errInvalid, errNotProven)
 	for _, tc := range []struct {
 		err  error
 		want Result
@@ -24,6 +25,10 @@ func TestClassify(t *testing.T) {
 		{fmt.Errorf("x: %w", errNotFound), ResultNotFound},
 		{fmt.Errorf("x: %w", errUnreachable), ResultUnreachable},
 		{fmt.Errorf("x: %w", errInvalid), ResultInvalid},
+		{fmt.Errorf("x: %w", errNotProven), ResultNotProven},
+		// A failed proof is named as such even when it also wraps a
+		// refusal of another kind.
+		{errors.Join(errDenied, errNotProven), ResultNotProven},
 		{context.DeadlineExceeded, ResultUnreachable},
 		{errors.New("something else"), ResultDenied},
 	} {
@@ -31,7 +36,7 @@ func TestClassify(t *testing.T) {
 			t.Errorf("classify(%v) = %s, want %s", tc.err, got, tc.want)
 		}
 	}
-	if got := ClassifyBySentinels(nil, nil, nil, nil)(errDenied); got != ResultDenied {
+	if got := ClassifyBySentinels(nil, nil, nil, nil, nil)(errDenied); got != ResultDenied {
 		t.Errorf("with nil sentinels: %s", got)
 	}
 }
@@ -47,14 +52,17 @@ func TestMetricsRegisterAndNil(t *testing.T) {
 	}
 	m.result(ResultUnreachable)
 	want := `
-# HELP pullrecords_shim_verifications_total Pull admissions by the shim's gate, by result: accepted (by the origin, now or within the TTL), denied, not_found, unreachable, invalid, or mirror_only (not checked).
+# HELP pullrecords_shim_verifications_total Pull decisions of the shim's gate, by result: accepted (by the origin, now or within the TTL), denied, not_found, unreachable, invalid, not_proven (the registry did not prove it holds the content), mirror_only (not checked), and after the pull unverified_content or private_content (refused, its names removed).
 # TYPE pullrecords_shim_verifications_total counter
 pullrecords_shim_verifications_total{result="accepted"} 0
 pullrecords_shim_verifications_total{result="denied"} 0
 pullrecords_shim_verifications_total{result="invalid"} 0
 pullrecords_shim_verifications_total{result="mirror_only"} 0
 pullrecords_shim_verifications_total{result="not_found"} 0
+pullrecords_shim_verifications_total{result="not_proven"} 0
+pullrecords_shim_verifications_total{result="private_content"} 0
 pullrecords_shim_verifications_total{result="unreachable"} 1
+pullrecords_shim_verifications_total{result="unverified_content"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), MetricVerificationsTotal); err != nil {
 		t.Error(err)

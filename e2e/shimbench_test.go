@@ -22,8 +22,9 @@ import (
 // forwarding, not verification.
 type admitAll struct{}
 
-func (admitAll) AdmitPull(context.Context, *runtimeapi.PullImageRequest) error { return nil }
-func (admitAll) PullSucceeded(context.Context, *runtimeapi.PullImageRequest, *runtimeapi.PullImageResponse) {
+func (admitAll) GatePull(ctx context.Context, _ *runtimeapi.PullImageRequest, pull func(context.Context) (*runtimeapi.PullImageResponse, error)) error {
+	_, err := pull(ctx)
+	return err
 }
 
 // BenchmarkShimForwardingContainerd measures a forwarded unary call against

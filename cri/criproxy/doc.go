@@ -6,8 +6,8 @@
 //
 // Calls travel as raw frames: nothing is decoded on the way except the
 // PullImage request (for the gate) and, after an admitted pull the runtime
-// answered with OK, its response (for Gate.PullSucceeded). RuntimeDigest
-// gives a gate the digest the runtime holds an image at.
+// answered with OK, its response (for the gate's check of what was pulled).
+// RuntimeDigest gives a gate the digest the runtime holds an image at.
 //
 // # Guarantees
 //
@@ -25,13 +25,16 @@
 //     runtime; a stream the runtime ends ends the caller's stream with the
 //     runtime's status.
 //   - "/runtime.v1.ImageService/PullImage" is decoded and given to
-//     Gate.AdmitPull before the runtime is contacted. A refusal never
-//     reaches the runtime; the caller gets the gate's gRPC status as is, or
-//     codes.Unknown with the error's message. An admitted pull forwards the
-//     caller's original frame, not a re-encoding. A request that does not
+//     Gate.GatePull before the runtime is contacted; the runtime gets the
+//     caller's original frame (not a re-encoding) only when the gate calls
+//     its pull function, at most once. A refusal before the pull never
+//     reaches the runtime; a refusal after it replaces the runtime's
+//     answer. Either way the caller gets the gate's gRPC status as is, or
+//     codes.Unknown with the error's message. A request that does not
 //     decode is answered InvalidArgument (ErrMalformedPullImage) and never
-//     forwarded. Gate.PullSucceeded is called once per pull the runtime
-//     answered OK, with its decoded response, before the caller gets it.
+//     forwarded; a runtime answer that does not decode is refused
+//     (Internal, ErrUndecodableAnswer), as is a gate that returns nil
+//     without pulling.
 //   - Messages up to 16 MiB pass both ways, the kubelet's own bound.
 //   - Nothing the proxy logs holds a credential: it logs the image and the
 //     pod of a PullImage, never the request.

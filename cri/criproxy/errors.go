@@ -28,3 +28,19 @@ func refusal(err error) error {
 	}
 	return status.Error(codes.Unknown, err.Error())
 }
+
+// ErrUndecodableAnswer is the cause of the Internal answer to a PullImage
+// whose runtime answer does not decode as a runtime.v1 PullImageResponse:
+// the gate cannot check what was pulled, so the pull is refused.
+var ErrUndecodableAnswer = errors.New("criproxy: the runtime's PullImage answer is not a runtime.v1 PullImageResponse")
+
+// errPulledTwice and errNotPulled name a Gate that broke GatePull's
+// contract: pull called twice, or nil returned without pulling.
+var (
+	errPulledTwice = status.Error(codes.Internal, "criproxy: the gate ran the pull twice")
+	errNotPulled   = status.Error(codes.Internal, "criproxy: the gate admitted the pull without running it")
+)
+
+func undecodablePullImageAnswer(cause error) error {
+	return status.Errorf(codes.Internal, "%v: %v", ErrUndecodableAnswer, cause)
+}

@@ -21,15 +21,16 @@ import (
 // onlyPublic admits pulls of public images only.
 type onlyPublic struct{}
 
-func (onlyPublic) AdmitPull(_ context.Context, req *runtimeapi.PullImageRequest) error {
-	if image := req.GetImage().GetImage(); strings.Contains(image, "/private/") {
+func (onlyPublic) GatePull(ctx context.Context, req *runtimeapi.PullImageRequest, pull func(context.Context) (*runtimeapi.PullImageResponse, error)) error {
+	image := req.GetImage().GetImage()
+	if strings.Contains(image, "/private/") {
 		return status.Errorf(codes.PermissionDenied, "origin registry.example refused the credential for %q", image)
 	}
+	if _, err := pull(ctx); err != nil {
+		return err
+	}
+	fmt.Println("pulled", image)
 	return nil
-}
-
-func (onlyPublic) PullSucceeded(_ context.Context, req *runtimeapi.PullImageRequest, resp *runtimeapi.PullImageResponse) {
-	fmt.Println("pulled", req.GetImage().GetImage())
 }
 
 // A shim serves the proxy where the kubelet expects its runtime, in front

@@ -92,26 +92,35 @@ func startProxy(t testing.TB, runtime *grpc.ClientConn, gate criproxy.Gate, opts
 // gate is a recording Gate that admits everything unless refuse says no.
 type gate struct {
 	refuse func(req *runtimeapi.PullImageRequest) error
+	// refuseAfter, when set, refuses a pull after the runtime answered.
+	refuseAfter func(resp *runtimeapi.PullImageResponse) error
 
 	mu        sync.Mutex
 	asked     []*runtimeapi.PullImageRequest
 	succeeded []*runtimeapi.PullImageResponse
 }
 
-func (g *gate) AdmitPull(_ context.Context, req *runtimeapi.PullImageRequest) error {
+func (g *gate) GatePull(ctx context.Context, req *runtimeapi.PullImageRequest, pull func(context.Context) (*runtimeapi.PullImageResponse, error)) error {
 	g.mu.Lock()
 	g.asked = append(g.asked, req)
 	g.mu.Unlock()
 	if g.refuse != nil {
-		return g.refuse(req)
+		if err := g.refuse(req); err != nil {
+			return err
+		}
+	}
+	resp, err := pull(ctx)
+	if err != nil {
+		return err
+	}
+	g.mu.Lock()
+	g.succeeded = append(g.succeeded, resp)
+	refuseAfter := g.refuseAfter
+	g.mu.Unlock()
+	if refuseAfter != nil {
+		return refuseAfter(resp)
 	}
 	return nil
-}
-
-func (g *gate) PullSucceeded(_ context.Context, _ *runtimeapi.PullImageRequest, resp *runtimeapi.PullImageResponse) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.succeeded = append(g.succeeded, resp)
 }
 
 func (g *gate) counts() (asked, succeeded int) {

@@ -31,17 +31,19 @@ var criServices = []*grpc.ServiceDesc{
 	&runtimeapi.ImageService_ServiceDesc,
 }
 
-// Gate decides whether a PullImage may reach the runtime, and learns of the
-// pulls that did.
+// Gate decides whether a PullImage may reach the runtime, and may refuse
+// it afterwards when what the runtime pulled is not what it admitted.
 type Gate interface {
-	// AdmitPull returns nil to let the pull through. An error refuses it:
-	// one carrying a gRPC status (status.FromError ok) reaches the caller
-	// as is, any other as codes.Unknown with its message. The message
-	// reaches the kubelet and its events: it must not hold a credential.
-	AdmitPull(ctx context.Context, req *runtimeapi.PullImageRequest) error
-	// PullSucceeded is called after the runtime answered an admitted pull
-	// with OK, before the answer is returned to the caller.
-	PullSucceeded(ctx context.Context, req *runtimeapi.PullImageRequest, resp *runtimeapi.PullImageResponse)
+	// GatePull is called once per PullImage with the decoded request. It
+	// calls pull at most once, and only for a pull it admits: pull
+	// forwards the caller's original frame to the runtime and returns the
+	// runtime's decoded answer, or the runtime's error as is. GatePull
+	// returns nil to hand the runtime's answer to the caller; an error
+	// refuses the pull, before or after pull ran: one carrying a gRPC
+	// status (status.FromError ok) reaches the caller as is, any other as
+	// codes.Unknown with its message. The message reaches the kubelet and
+	// its events: it must not hold a credential.
+	GatePull(ctx context.Context, req *runtimeapi.PullImageRequest, pull func(context.Context) (*runtimeapi.PullImageResponse, error)) error
 }
 
 // Option configures New.

@@ -8,10 +8,10 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// pullImage asks the gate about a PullImage, forwards the caller's
-// original frame only if it admits the pull, and tells the gate of a pull
-// the runtime answered with OK. Nothing here logs the request: it carries
-// the credential.
+// pullImage decodes a PullImage for the gate and lets the gate run it: the
+// caller's original frame is forwarded only if the gate calls pull, and the
+// runtime's answer reaches the caller only if the gate then returns nil.
+// Nothing here logs the request: it carries the credential.
 func (p *Proxy) pullImage(ctx context.Context, in *frame) (any, error) {
 	req := &runtimeapi.PullImageRequest{}
 	if err := proto.Unmarshal(in.bytes(), req); err != nil {
@@ -22,23 +22,40 @@ func (p *Proxy) pullImage(ctx context.Context, in *frame) (any, error) {
 	logger := p.logger.WithValues("image", image,
 		"pod", klog.KRef(req.GetSandboxConfig().GetMetadata().GetNamespace(), req.GetSandboxConfig().GetMetadata().GetName()))
 	ctx = klog.NewContext(ctx, logger)
-	if err := p.gate.AdmitPull(ctx, req); err != nil {
+	var out *frame
+	forwarded := false
+	err := p.gate.GatePull(ctx, req, func(ctx context.Context) (*runtimeapi.PullImageResponse, error) {
+		if forwarded {
+			return nil, errPulledTwice
+		}
+		forwarded = true
+		o, err := p.invoke(ctx, PullImageMethod, in)
+		if err != nil {
+			return nil, err
+		}
+		resp := &runtimeapi.PullImageResponse{}
+		if err := proto.Unmarshal(o.bytes(), resp); err != nil {
+			o.release()
+			logger.Error(err, "The runtime's PullImage answer does not decode; the pull is refused")
+			return nil, undecodablePullImageAnswer(err)
+		}
+		out = o
+		return resp, nil
+	})
+	if !forwarded {
 		in.release()
-		err = refusal(err)
-		logger.V(2).Info("Pull refused, not forwarded to the runtime", "err", err)
-		return nil, err
 	}
-	out, err := p.invoke(ctx, PullImageMethod, in)
 	if err != nil {
+		if out != nil {
+			out.release()
+		}
+		err = refusal(err)
+		logger.V(2).Info("Pull refused", "forwarded", forwarded, "err", err)
 		return nil, err
 	}
-	resp := &runtimeapi.PullImageResponse{}
-	if err := proto.Unmarshal(out.bytes(), resp); err != nil {
-		// The caller gets the runtime's answer as it came; the gate
-		// records nothing it cannot read.
-		logger.Error(err, "The runtime's PullImage answer does not decode; the pull is not recorded")
-		return out, nil
+	if out == nil {
+		// The gate admitted the pull without running it.
+		return nil, refusal(errNotPulled)
 	}
-	p.gate.PullSucceeded(ctx, req, resp)
 	return out, nil
 }

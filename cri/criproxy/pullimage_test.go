@@ -188,3 +188,58 @@ func TestPullImageForwardsOriginalFrame(t *testing.T) {
 		t.Errorf("PullSucceeded got %v, want [%v]", g.succeeded, want)
 	}
 }
+
+// A gate that refuses after the runtime pulled (what was pulled is not what
+// it proved) gets its status to the caller, never the runtime's OK answer.
+func TestPullImageRefusedAfterThePull(t *testing.T) {
+	f := critest.NewImageService()
+	refusal := status.Error(codes.PermissionDenied, `the runtime pulled content the origin did not prove for this credential`)
+	g := &gate{refuseAfter: func(*runtimeapi.PullImageResponse) error { return refusal }}
+	proxied, _ := startProxy(t, startRuntime(t, f), g)
+	resp, err := runtimeapi.NewImageServiceClient(proxied).PullImage(context.Background(), pullRequest("registry.example/team/app:v2", "bob", "pw"))
+	if s := status.Convert(err); s.Code() != codes.PermissionDenied || s.Message() != status.Convert(refusal).Message() {
+		t.Errorf("PullImage = %v, %v; want the gate's refusal", resp, err)
+	}
+	if resp != nil {
+		t.Errorf("the caller got the runtime's answer %v", resp)
+	}
+	if pulls(f) != 1 {
+		t.Errorf("the runtime received %d PullImage calls, want 1", pulls(f))
+	}
+}
+
+// gateFunc is a Gate made of a function, for gates that break the contract.
+type gateFunc func(ctx context.Context, req *runtimeapi.PullImageRequest, pull func(context.Context) (*runtimeapi.PullImageResponse, error)) error
+
+func (f gateFunc) GatePull(ctx context.Context, req *runtimeapi.PullImageRequest, pull func(context.Context) (*runtimeapi.PullImageResponse, error)) error {
+	return f(ctx, req, pull)
+}
+
+// A gate that answers nil without pulling, or pulls twice, does not let an
+// unpulled or doubled answer through: the caller gets Internal.
+func TestPullImageGateContractBroken(t *testing.T) {
+	for name, g := range map[string]gateFunc{
+		"admitted without pulling": func(context.Context, *runtimeapi.PullImageRequest, func(context.Context) (*runtimeapi.PullImageResponse, error)) error {
+			return nil
+		},
+		"pulled twice": func(ctx context.Context, _ *runtimeapi.PullImageRequest, pull func(context.Context) (*runtimeapi.PullImageResponse, error)) error {
+			if _, err := pull(ctx); err != nil {
+				return err
+			}
+			_, err := pull(ctx)
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := critest.NewImageService()
+			proxied, _ := startProxy(t, startRuntime(t, f), g)
+			_, err := runtimeapi.NewImageServiceClient(proxied).PullImage(context.Background(), pullRequest("registry.example/team/app:v2", "bob", "pw"))
+			if status.Code(err) != codes.Internal {
+				t.Errorf("PullImage = %v; want Internal", err)
+			}
+			if n := pulls(f); n > 1 {
+				t.Errorf("the runtime received %d PullImage calls, want at most 1", n)
+			}
+		})
+	}
+}
