@@ -54,9 +54,17 @@
 //     snapshot references, as after any image removal (the delete is not
 //     sync, so that collection happens in the background).
 //   - containerd's CRI plugin keeps its own cache of images and updates it
-//     from containerd's image events; a name deleted here disappears from
-//     the CRI's answers only once the plugin handled the event (see the
-//     e2e test TestContainerdAPI for what 1.6 does).
+//     from containerd's image events, so a name deleted here leaves the
+//     CRI's answers only once the plugin has handled the event. On
+//     containerd 1.6.20 (e2e TestContainerdAPI) the CRI's ImageStatus of
+//     the removed name found no image at the first poll, under 1 ms after
+//     RemoveName returned, and the image's RepoTags and RepoDigests no
+//     longer listed it; this is observed, not promised by containerd.
+//   - A CRI pull creates several containerd names: the reference pulled,
+//     the repository-digest name ("host/repo@sha256:...") and the image ID
+//     ("sha256:<config digest>"). RemoveName removes the one name it is
+//     given; a caller taking back a pull removes each name the pull
+//     created and no name that was there before.
 //   - The package dials nothing and closes nothing: the caller owns the
 //     connection (cri.NewConn gives one to a unix socket).
 //   - No Windows named pipes, no ttrpc.
