@@ -2,22 +2,24 @@ package originverify
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
 
-	"oras.land/oras-go/v2/errdef"
 	"oras.land/oras-go/v2/registry/remote/auth"
 	"oras.land/oras-go/v2/registry/remote/errcode"
 )
 
-// classify turns what oras returned for t into an OriginError (Message not
-// yet scrubbed). x holds what the transport saw; credentialSent tells
-// whether a credential was offered.
+// classify turns the error of a request for t (a transport error, or one
+// of oras-go's auth.Client: token service, challenge) into an OriginError
+// (Message not yet scrubbed). x holds what the transport saw;
+// credentialSent tells whether a credential was offered.
 func classify(ctx context.Context, t target, x *exchange, err error, credentialSent bool) *OriginError {
-	lastStatus, manifestStatus, manifestDigest := x.snapshot()
+	lastStatus := x.status()
 	var (
 		redirect *redirectRefusedError
 		response *errcode.ErrorResponse
@@ -25,18 +27,15 @@ func classify(ctx context.Context, t target, x *exchange, err error, credentialS
 		netErr   net.Error
 	)
 	switch {
-	case manifestStatus == http.StatusOK && t.digest != "" && manifestDigest != "" && manifestDigest != t.digest:
-		return t.fail(ErrNotFound, http.StatusOK, "the origin answered digest "+manifestDigest)
 	case errors.As(err, &redirect):
 		return t.fail(ErrUnreachable, 0, redirect.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		return t.fail(ErrUnreachable, 0, "no answer before the deadline")
 	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
 		return t.fail(ErrUnreachable, 0, "cancelled before the origin answered")
-	case errors.Is(err, errdef.ErrNotFound):
-		return t.fail(ErrNotFound, http.StatusNotFound, "")
 	case errors.As(err, &response):
-		return fromResponse(t, response, credentialSent)
+		// auth.Client's only requests of its own are the token service's.
+		return fromResponse(t, response, credentialSent, true)
 	case errors.Is(err, auth.ErrBasicCredentialNotFound):
 		message := "the registry asks for a user name and password and no credential for it was given"
 		if credentialSent {
@@ -52,15 +51,32 @@ func classify(ctx context.Context, t target, x *exchange, err error, credentialS
 		// credential cannot answer, an unusable realm).
 		return t.fail(ErrDenied, lastStatus, err.Error())
 	default:
-		// An answer that cannot be used (missing digest header, bad
-		// content type).
 		return t.fail(ErrUnreachable, lastStatus, "unusable answer: "+err.Error())
 	}
 }
 
-// fromResponse classifies an HTTP error answer of the registry or of its
-// token service, keeping the registry's errors[].message.
-func fromResponse(t target, r *errcode.ErrorResponse, credentialSent bool) *OriginError {
+// maxErrorBodyBytes bounds the error body of a registry answer read for its
+// messages.
+const maxErrorBodyBytes = 64 << 10
+
+// registryAnswer reads the errors[] of a registry's non-success answer
+// (closing its body) for fromResponse.
+func registryAnswer(resp *http.Response) *errcode.ErrorResponse {
+	defer resp.Body.Close()
+	r := &errcode.ErrorResponse{Method: resp.Request.Method, URL: resp.Request.URL, StatusCode: resp.StatusCode}
+	var body struct {
+		Errors errcode.Errors `json:"errors"`
+	}
+	if raw, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBodyBytes)); err == nil && json.Unmarshal(raw, &body) == nil {
+		r.Errors = body.Errors
+	}
+	return r
+}
+
+// fromResponse classifies an HTTP error answer of the registry (to the
+// manifest request) or of its token service, keeping the registry's
+// errors[].message.
+func fromResponse(t target, r *errcode.ErrorResponse, credentialSent, fromTokenService bool) *OriginError {
 	var messages []string
 	for _, e := range r.Errors {
 		if e.Message != "" {
@@ -68,7 +84,6 @@ func fromResponse(t target, r *errcode.ErrorResponse, credentialSent bool) *Orig
 		}
 	}
 	message := strings.Join(messages, "; ")
-	fromTokenService := r.URL != nil && r.URL.Path != t.manifestPath()
 	if fromTokenService {
 		host := ""
 		if r.URL != nil {

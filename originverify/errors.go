@@ -24,11 +24,19 @@ var (
 	ErrUnreachable = errors.New("origin registry unreachable")
 	// ErrInvalidReference means the image string is not a valid reference.
 	ErrInvalidReference = errors.New("invalid image reference")
+	// ErrNotProven means the registry answered but did not prove that it
+	// holds the image's content: manifest bytes that do not hash to the
+	// digest, a digest header naming another digest, a challenged blob
+	// answered with other bytes, another range, a truncated body, a 404 or
+	// another size, a blob over the cap of a registry that ignores ranges,
+	// or more manifests than a verification walks.
+	ErrNotProven = errors.New("the registry did not prove it holds the image's content")
 )
 
 // OriginError is the error Verify returns. Error names the registry, the
 // repository, the reference asked for and the HTTP status; Unwrap gives
-// one of ErrDenied, ErrNotFound, ErrUnreachable or ErrInvalidReference. No
+// one of ErrDenied, ErrNotFound, ErrUnreachable, ErrNotProven or
+// ErrInvalidReference. No
 // field ever holds a credential: Message is scrubbed of every secret the
 // request carried before it is stored.
 type OriginError struct {

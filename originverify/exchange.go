@@ -1,29 +1,42 @@
 package originverify
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // exchange is the transport of one Verify: it passes requests on and
-// remembers what classifying the outcome and scrubbing messages need (the
-// Authorization values sent, the last status, the manifest answer).
+// remembers what classifying the outcome, scrubbing messages and the
+// Proof's cost need (the Authorization values sent, the last status, the
+// requests sent and the body bytes read). It never lets an Authorization
+// header leave for another host on a blob request.
 type exchange struct {
-	base         http.RoundTripper
-	manifestPath string
+	base http.RoundTripper
+	// originScheme and originHost are the origin's ("http" or "https",
+	// host[:port]).
+	originScheme, originHost string
 
-	mu             sync.Mutex
-	sentAuth       []string
-	lastStatus     int
-	manifestStatus int
-	manifestDigest string
+	requests atomic.Int64
+	bytes    atomic.Int64
+
+	mu         sync.Mutex
+	sentAuth   []string
+	lastStatus int
 }
 
 func (x *exchange) RoundTrip(req *http.Request) (*http.Response, error) {
+	if isBlobRequest(req.Context()) && !x.isOrigin(req) && req.Header.Get("Authorization") != "" {
+		req = req.Clone(req.Context())
+		req.Header.Del("Authorization")
+	}
 	authorization := req.Header.Get("Authorization")
+	x.requests.Add(1)
 	resp, err := x.base.RoundTrip(req)
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -34,11 +47,27 @@ func (x *exchange) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	x.lastStatus = resp.StatusCode
-	if req.URL.Path == x.manifestPath {
-		x.manifestStatus = resp.StatusCode
-		x.manifestDigest = resp.Header.Get("Docker-Content-Digest")
+	if resp.Body != nil {
+		resp.Body = &countingBody{ReadCloser: resp.Body, n: &x.bytes}
 	}
 	return resp, nil
+}
+
+// isOrigin tells whether req goes to the origin's scheme and host[:port].
+func (x *exchange) isOrigin(req *http.Request) bool {
+	return strings.EqualFold(req.URL.Scheme, x.originScheme) && strings.EqualFold(req.URL.Host, x.originHost)
+}
+
+// countingBody adds every byte read to n.
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (c *countingBody) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 // sentSecrets lists every Authorization value sent, whole and without its
@@ -56,29 +85,57 @@ func (x *exchange) sentSecrets() []string {
 	return secrets
 }
 
-// snapshot returns the recorded statuses and digest.
-func (x *exchange) snapshot() (lastStatus, manifestStatus int, manifestDigest string) {
+// status returns the last status seen.
+func (x *exchange) status() int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.lastStatus, x.manifestStatus, x.manifestDigest
+	return x.lastStatus
 }
 
-// redirectRefusedError is returned for a redirect to another origin.
-type redirectRefusedError struct{ from, to string }
+// blobRequestKey marks the context of a blob request, whose redirects may
+// leave the origin (for a CDN) without the credential.
+type blobRequestKey struct{}
+
+func withBlobRequest(ctx context.Context) context.Context {
+	return context.WithValue(ctx, blobRequestKey{}, true)
+}
+
+func isBlobRequest(ctx context.Context) bool {
+	b, _ := ctx.Value(blobRequestKey{}).(bool)
+	return b
+}
+
+// redirectRefusedError is returned for a redirect to a place the request
+// may not go.
+type redirectRefusedError struct{ from, to, why string }
 
 func (e *redirectRefusedError) Error() string {
-	return fmt.Sprintf("redirect from %s to %s refused: only the origin may answer", e.from, e.to)
+	return fmt.Sprintf("redirect from %s to %s refused: %s", e.from, e.to, e.why)
 }
 
-// maxRedirects bounds redirects within the origin.
+// maxRedirects bounds the redirects of one request.
 const maxRedirects = 10
 
-// onlyOriginRedirects is the CheckRedirect of every Verify: a redirect
-// must keep the scheme and host[:port] of the first request.
-func onlyOriginRedirects(req *http.Request, via []*http.Request) error {
+// checkRedirect is the CheckRedirect of every Verify. A manifest or token
+// request must keep the scheme and host[:port] of its first request. A blob
+// request may go to the origin or to any HTTPS host (registries send blobs
+// to a CDN), never with an Authorization header; plain HTTP to another
+// host is refused.
+func checkRedirect(req *http.Request, via []*http.Request) error {
 	first := via[0].URL
-	if !strings.EqualFold(req.URL.Scheme, first.Scheme) || !strings.EqualFold(req.URL.Host, first.Host) {
-		return &redirectRefusedError{from: first.Scheme + "://" + first.Host, to: req.URL.Scheme + "://" + req.URL.Host}
+	sameOrigin := strings.EqualFold(req.URL.Scheme, first.Scheme) && strings.EqualFold(req.URL.Host, first.Host)
+	refused := func(why string) error {
+		return &redirectRefusedError{from: first.Scheme + "://" + first.Host, to: req.URL.Scheme + "://" + req.URL.Host, why: why}
+	}
+	switch {
+	case sameOrigin:
+	case !isBlobRequest(req.Context()):
+		return refused("only the origin may answer")
+	case !strings.EqualFold(req.URL.Scheme, "https"):
+		return refused("a blob may leave the origin only for HTTPS")
+	default:
+		req.Header.Del("Authorization")
+		req.Header.Del("Cookie")
 	}
 	if len(via) >= maxRedirects {
 		return errors.New("stopped after 10 redirects")

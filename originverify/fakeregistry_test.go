@@ -25,7 +25,7 @@ const (
 
 // seenRequest is what the fake registry was asked.
 type seenRequest struct {
-	Method, Host, Path, Authorization, Accept string
+	Method, Host, Path, Authorization, Accept, Range string
 }
 
 // fakeRegistry is a small Distribution-style registry: manifests by tag and
@@ -45,8 +45,35 @@ type fakeRegistry struct {
 	// service → user.
 	registryTokens map[string]string
 
-	// manifests maps "repo:tag" and "repo@digest" → manifest body.
-	manifests map[string][]byte
+	// manifests maps "repo:tag" and "repo@digest" → manifest body;
+	// mediaTypes maps the same keys → Content-Type (OCI manifest when
+	// missing).
+	manifests  map[string][]byte
+	mediaTypes map[string]string
+	// blobs maps digest → the bytes served for it (any repository).
+	blobs map[string][]byte
+
+	// The lies of a registry that vouches for content it does not hold
+	// (see lying_test.go).
+	//
+	// noManifestBody answers a manifest GET with 200 and its headers but
+	// no body; noDigestHeader leaves Docker-Content-Digest out.
+	noManifestBody, noDigestHeader bool
+	// ignoreRanges answers a ranged blob GET with 200 and the whole blob.
+	ignoreRanges bool
+	// shiftRanges answers a range for another offset (this many bytes
+	// later), with a Content-Range naming what it sent.
+	shiftRanges int64
+	// truncateBlobs announces a Content-Length 100 bytes longer than the
+	// blob body it sends.
+	truncateBlobs bool
+	// slowBlobs sends a blob answer's headers and then nothing until the
+	// client gives up.
+	slowBlobs bool
+	// blobStatus, when not zero, is the status of every blob answer.
+	blobStatus int
+	// blobRedirect, when set, redirects every blob request there (+path).
+	blobRedirect string
 
 	// failWith, when not zero, is the status of every manifest answer.
 	failWith int
@@ -79,7 +106,8 @@ func newFakeRegistry(t testing.TB, mode authMode) *fakeRegistry {
 		t: t, mode: mode,
 		passwords: map[string]string{}, access: map[string][]string{},
 		refreshTokens: map[string]string{}, registryTokens: map[string]string{},
-		manifests: map[string][]byte{}, issued: map[string]tokenGrant{},
+		manifests: map[string][]byte{}, mediaTypes: map[string]string{}, blobs: map[string][]byte{},
+		issued: map[string]tokenGrant{},
 	}
 	f.server = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.server.Close)
@@ -95,15 +123,38 @@ func (f *fakeRegistry) addUser(user, password string, repos ...string) {
 	f.access[user] = repos
 }
 
-// push stores a manifest under repo:tag and repo@digest and returns the
-// digest.
+// push stores a small image (a config and one layer made of content)
+// under repo:tag and repo@digest and returns the manifest digest.
 func (f *fakeRegistry) push(repo, tag, content string) string {
-	body := []byte(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","annotations":{"c":` + strconv.Quote(content) + `}}`)
-	sum := sha256.Sum256(body)
-	digest := "sha256:" + hex.EncodeToString(sum[:])
-	f.manifests[repo+":"+tag] = body
-	f.manifests[repo+"@"+digest] = body
+	return f.pushImage(repo, tag, image{config: []byte(`{"c":` + strconv.Quote(content) + `}`), layers: [][]byte{[]byte("layer of " + content)}})
+}
+
+// pushImage stores img's blobs and its manifest under repo:tag (tag may be
+// "") and repo@digest, and returns the manifest digest.
+func (f *fakeRegistry) pushImage(repo, tag string, img image) string {
+	for _, blob := range img.blobs() {
+		f.blobs[digestOf(blob)] = blob
+	}
+	return f.pushManifest(repo, tag, mediaTypeOCIManifest, img.manifest())
+}
+
+// pushManifest stores a manifest body of mediaType under repo:tag (tag may
+// be "") and repo@digest, and returns its digest.
+func (f *fakeRegistry) pushManifest(repo, tag, mediaType string, body []byte) string {
+	digest := digestOf(body)
+	for _, key := range []string{repo + ":" + tag, repo + "@" + digest} {
+		if strings.HasSuffix(key, ":") {
+			continue
+		}
+		f.manifests[key] = body
+		f.mediaTypes[key] = mediaType
+	}
 	return digest
+}
+
+func digestOf(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // requests returns what the fake was asked so far.
@@ -115,7 +166,7 @@ func (f *fakeRegistry) requests() []seenRequest {
 
 func (f *fakeRegistry) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
-	f.seen = append(f.seen, seenRequest{r.Method, r.Host, r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("Accept")})
+	f.seen = append(f.seen, seenRequest{r.Method, r.Host, r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("Accept"), r.Header.Get("Range")})
 	f.mu.Unlock()
 	if r.URL.Path == "/token" {
 		if f.tokenFailWith != 0 {
@@ -127,6 +178,12 @@ func (f *fakeRegistry) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	path, moved := strings.CutPrefix(r.URL.Path, "/moved")
 	rest, ok := strings.CutPrefix(path, "/v2/")
+	if repo, dgst, isBlob := strings.Cut(rest, "/blobs/"); ok && isBlob {
+		if f.allowed(w, r, repo) {
+			f.serveBlob(w, r, dgst)
+		}
+		return
+	}
 	repo, ref, found := strings.Cut(rest, "/manifests/")
 	if !ok || !found {
 		writeErrors(w, http.StatusNotFound, "NAME_UNKNOWN", "no such endpoint")
@@ -156,18 +213,93 @@ func (f *fakeRegistry) serve(w http.ResponseWriter, r *http.Request) {
 		writeErrors(w, http.StatusNotFound, "MANIFEST_UNKNOWN", "manifest unknown")
 		return
 	}
-	sum := sha256.Sum256(body)
-	digest := "sha256:" + hex.EncodeToString(sum[:])
+	digest := digestOf(body)
 	if f.answerDigest != "" {
 		digest = f.answerDigest
 	}
-	w.Header().Set("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+	mediaType := f.mediaTypes[key]
+	if mediaType == "" {
+		mediaType = mediaTypeOCIManifest
+	}
+	w.Header().Set("Content-Type", mediaType)
+	if !f.noDigestHeader {
+		w.Header().Set("Docker-Content-Digest", digest)
+	}
+	if f.noManifestBody {
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(http.StatusOK)
+		return
+	}
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.Header().Set("Docker-Content-Digest", digest)
 	w.WriteHeader(http.StatusOK)
 	if r.Method == http.MethodGet {
 		_, _ = w.Write(body)
 	}
+}
+
+// serveBlob answers a blob GET, whole or by one "bytes=a-b" range, lying
+// as the switches say.
+func (f *fakeRegistry) serveBlob(w http.ResponseWriter, r *http.Request, dgst string) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		writeErrors(w, http.StatusMethodNotAllowed, "UNSUPPORTED", "read only")
+		return
+	}
+	if f.blobRedirect != "" {
+		http.Redirect(w, r, f.blobRedirect+r.URL.Path, http.StatusTemporaryRedirect)
+		return
+	}
+	if f.blobStatus != 0 {
+		writeErrors(w, f.blobStatus, "BLOB_UNKNOWN", "blob unknown to registry")
+		return
+	}
+	blob, ok := f.blobs[dgst]
+	if !ok {
+		writeErrors(w, http.StatusNotFound, "BLOB_UNKNOWN", "blob unknown to registry")
+		return
+	}
+	status, body := http.StatusOK, blob
+	if start, end, ranged := parseRange(r.Header.Get("Range")); ranged && !f.ignoreRanges {
+		start += f.shiftRanges
+		end += f.shiftRanges
+		if start < 0 || end >= int64(len(blob)) || start > end {
+			w.Header().Set("Content-Range", fmt.Sprintf("bytes */%d", len(blob)))
+			w.WriteHeader(http.StatusRequestedRangeNotSatisfiable)
+			return
+		}
+		status, body = http.StatusPartialContent, blob[start:end+1]
+		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, end, len(blob)))
+	}
+	length := len(body)
+	if f.truncateBlobs {
+		length += 100
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.Itoa(length))
+	w.Header().Set("Docker-Content-Digest", dgst)
+	w.WriteHeader(status)
+	if f.slowBlobs {
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+		return
+	}
+	if r.Method == http.MethodGet {
+		_, _ = w.Write(body)
+	}
+}
+
+// parseRange parses "bytes=a-b".
+func parseRange(value string) (start, end int64, ok bool) {
+	span, found := strings.CutPrefix(value, "bytes=")
+	if !found {
+		return 0, 0, false
+	}
+	a, b, found := strings.Cut(span, "-")
+	if !found {
+		return 0, 0, false
+	}
+	start, errA := strconv.ParseInt(a, 10, 64)
+	end, errB := strconv.ParseInt(b, 10, 64)
+	return start, end, errA == nil && errB == nil
 }
 
 // allowed checks the request's credential for pulling repo, answering the

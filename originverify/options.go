@@ -47,3 +47,40 @@ func WithTimeout(d time.Duration) Option {
 		}
 	}
 }
+
+// DefaultMaxBlobBytes caps a blob fetched whole (from a registry that
+// ignores range requests, or without the node's content to compare with).
+const DefaultMaxBlobBytes = 512 << 20
+
+// WithContent gives Verify read access to the blobs the node's runtime
+// already holds (containerd's content store): those are the blobs the
+// runtime would skip fetching, so those are the ones the registry is
+// challenged on, with ranges compared to the node's copy. Without it
+// (nil, e.g. CRI-O) every blob is fetched whole and hashed, up to
+// WithMaxBlobBytes.
+func WithContent(c imageruntime.Content) Option {
+	return func(v *Verifier) { v.content = c }
+}
+
+// WithMaxBlobBytes caps a blob fetched whole (default DefaultMaxBlobBytes);
+// a blob above it that cannot be challenged by ranges is a refusal. Zero
+// or less keeps the default.
+func WithMaxBlobBytes(n int64) Option {
+	return func(v *Verifier) {
+		if n > 0 {
+			v.maxBlobBytes = n
+		}
+	}
+}
+
+// WithPlatforms sets the platforms whose manifests of an index are walked
+// (default linux and runtime.GOARCH). Children the node's content already
+// holds are walked whatever their platform. An empty list keeps the
+// default.
+func WithPlatforms(p ...Platform) Option {
+	return func(v *Verifier) {
+		if len(p) > 0 {
+			v.platforms = append([]Platform(nil), p...)
+		}
+	}
+}

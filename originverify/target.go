@@ -43,21 +43,6 @@ func parseTarget(image string) (target, error) {
 	return t, nil
 }
 
-// fullReference is the reference oras parses: endpoint/repository and
-// ":tag" or "@digest".
-func (t target) fullReference() string {
-	sep := ":"
-	if t.digest != "" {
-		sep = "@"
-	}
-	return t.endpoint + "/" + t.repository + sep + t.reference
-}
-
-// manifestPath is the URL path of the manifest request.
-func (t target) manifestPath() string {
-	return "/v2/" + t.repository + "/manifests/" + t.reference
-}
-
 // fail builds the OriginError for this target.
 func (t target) fail(sentinel error, status int, message string) *OriginError {
 	return &OriginError{
