@@ -62,7 +62,8 @@ type fakeRegistry struct {
 	// ignoreRanges answers a ranged blob GET with 200 and the whole blob.
 	ignoreRanges bool
 	// shiftRanges answers a range for another offset (this many bytes
-	// later), with a Content-Range naming what it sent.
+	// later, or earlier near the end), with a Content-Range naming what it
+	// sent.
 	shiftRanges int64
 	// truncateBlobs announces a Content-Length 100 bytes longer than the
 	// blob body it sends.
@@ -259,8 +260,12 @@ func (f *fakeRegistry) serveBlob(w http.ResponseWriter, r *http.Request, dgst st
 	}
 	status, body := http.StatusOK, blob
 	if start, end, ranged := parseRange(r.Header.Get("Range")); ranged && !f.ignoreRanges {
-		start += f.shiftRanges
-		end += f.shiftRanges
+		shift := f.shiftRanges
+		if end+shift >= int64(len(blob)) || start+shift < 0 {
+			shift = -shift // still another offset, inside the blob
+		}
+		start += shift
+		end += shift
 		if start < 0 || end >= int64(len(blob)) || start > end {
 			w.Header().Set("Content-Range", fmt.Sprintf("bytes */%d", len(blob)))
 			w.WriteHeader(http.StatusRequestedRangeNotSatisfiable)
