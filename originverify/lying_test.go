@@ -140,8 +140,10 @@ func TestLyingRegistryIsRefused(t *testing.T) {
 			want:  ErrNotProven, wantInMsg: []string{"config ", "the registry answers"}},
 		{name: "a slow body",
 			setup: func(sc *scene) { sc.e.pushImage(bobRepo, "latest", sc.img); sc.e.slowBlobs = true },
-			ctx:   func() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), 300*time.Millisecond) },
-			want:  ErrUnreachable, wantInMsg: []string{"config ", "deadline"}},
+			ctx: func() (context.Context, context.CancelFunc) {
+				return context.WithTimeout(context.Background(), 300*time.Millisecond)
+			},
+			want: ErrUnreachable, wantInMsg: []string{"config ", "deadline"}},
 		{name: "a blob 404",
 			setup: func(sc *scene) { sc.e.pushImage(bobRepo, "latest", sc.img); sc.e.blobStatus = http.StatusNotFound },
 			want:  ErrNotProven, wantInMsg: []string{"config ", "the registry answered 404", "blob unknown"}},
