@@ -75,9 +75,10 @@ func pattern(seed byte, n int) []byte {
 type fakeContent struct {
 	mu    sync.Mutex
 	blobs map[string][]byte
-	// sizeErr, when set, is the error of every Size.
-	sizeErr error
-	reads   int
+	// sizeErr, when set, is the error of every Size; readErr of every
+	// ReadAt.
+	sizeErr, readErr error
+	reads            int
 }
 
 func contentOf(blobs ...[]byte) *fakeContent {
@@ -104,6 +105,9 @@ func (c *fakeContent) ReadAt(_ context.Context, dgst string, p []byte, off int64
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.reads++
+	if c.readErr != nil {
+		return 0, c.readErr
+	}
 	b, ok := c.blobs[dgst]
 	if !ok || off < 0 || off+int64(len(p)) > int64(len(b)) {
 		return 0, errShortRead

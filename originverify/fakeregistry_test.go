@@ -59,6 +59,9 @@ type fakeRegistry struct {
 	// noManifestBody answers a manifest GET with 200 and its headers but
 	// no body; noDigestHeader leaves Docker-Content-Digest out.
 	noManifestBody, noDigestHeader bool
+	// headOnly answers a manifest HEAD (200 and the digest) and a GET with
+	// 404, as a registry that only vouches.
+	headOnly bool
 	// ignoreRanges answers a ranged blob GET with 200 and the whole blob.
 	ignoreRanges bool
 	// shiftRanges answers a range for another offset (this many bytes
@@ -210,7 +213,7 @@ func (f *fakeRegistry) serve(w http.ResponseWriter, r *http.Request) {
 		key = repo + "@" + ref
 	}
 	body, ok := f.manifests[key]
-	if !ok {
+	if !ok || (f.headOnly && r.Method == http.MethodGet) {
 		writeErrors(w, http.StatusNotFound, "MANIFEST_UNKNOWN", "manifest unknown")
 		return
 	}
