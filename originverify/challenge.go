@@ -49,7 +49,6 @@ func (s *session) challengeBlob(ctx context.Context, m digest.Digest, desc *desc
 		return s.notProven(http.StatusOK, what, fmt.Sprintf("size %d in the manifest, the node holds %d bytes", desc.Size, local))
 	}
 	s.seen[d.String()] = true
-	ctx = withBlobRequest(ctx)
 	switch {
 	case !haveBytes:
 		if desc.Size > s.maxBlobBytes {

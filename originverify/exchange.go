@@ -1,11 +1,11 @@
 package originverify
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,8 +19,9 @@ import (
 type exchange struct {
 	base http.RoundTripper
 	// originScheme and originHost are the origin's ("http" or "https",
-	// host[:port]).
-	originScheme, originHost string
+	// host[:port]); blobPrefix is the path of the repository's blobs there
+	// ("/v2/<repository>/blobs/").
+	originScheme, originHost, blobPrefix string
 
 	requests atomic.Int64
 	bytes    atomic.Int64
@@ -31,7 +32,7 @@ type exchange struct {
 }
 
 func (x *exchange) RoundTrip(req *http.Request) (*http.Response, error) {
-	if isBlobRequest(req.Context()) && !x.isOrigin(req) && req.Header.Get("Authorization") != "" {
+	if x.isBlob(firstOf(req).URL) && !x.isOrigin(req.URL) && req.Header.Get("Authorization") != "" {
 		req = req.Clone(req.Context())
 		req.Header.Del("Authorization")
 	}
@@ -53,9 +54,24 @@ func (x *exchange) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// isOrigin tells whether req goes to the origin's scheme and host[:port].
-func (x *exchange) isOrigin(req *http.Request) bool {
-	return strings.EqualFold(req.URL.Scheme, x.originScheme) && strings.EqualFold(req.URL.Host, x.originHost)
+// isOrigin tells whether u is at the origin's scheme and host[:port].
+func (x *exchange) isOrigin(u *url.URL) bool {
+	return strings.EqualFold(u.Scheme, x.originScheme) && strings.EqualFold(u.Host, x.originHost)
+}
+
+// isBlob tells whether u is a blob of the repository at the origin: the
+// first request of a chain of redirects that may leave the origin. A token
+// request, even one sent while a blob is asked for, is not.
+func (x *exchange) isBlob(u *url.URL) bool {
+	return x.isOrigin(u) && strings.HasPrefix(u.Path, x.blobPrefix)
+}
+
+// firstOf is the first request of req's chain of redirects.
+func firstOf(req *http.Request) *http.Request {
+	for req.Response != nil && req.Response.Request != nil {
+		req = req.Response.Request
+	}
+	return req
 }
 
 // countingBody adds every byte read to n.
@@ -92,19 +108,6 @@ func (x *exchange) status() int {
 	return x.lastStatus
 }
 
-// blobRequestKey marks the context of a blob request, whose redirects may
-// leave the origin (for a CDN) without the credential.
-type blobRequestKey struct{}
-
-func withBlobRequest(ctx context.Context) context.Context {
-	return context.WithValue(ctx, blobRequestKey{}, true)
-}
-
-func isBlobRequest(ctx context.Context) bool {
-	b, _ := ctx.Value(blobRequestKey{}).(bool)
-	return b
-}
-
 // redirectRefusedError is returned for a redirect to a place the request
 // may not go.
 type redirectRefusedError struct{ from, to, why string }
@@ -121,7 +124,7 @@ const maxRedirects = 10
 // request may go to the origin or to any HTTPS host (registries send blobs
 // to a CDN), never with an Authorization header; plain HTTP to another
 // host is refused.
-func checkRedirect(req *http.Request, via []*http.Request) error {
+func (x *exchange) checkRedirect(req *http.Request, via []*http.Request) error {
 	first := via[0].URL
 	sameOrigin := strings.EqualFold(req.URL.Scheme, first.Scheme) && strings.EqualFold(req.URL.Host, first.Host)
 	refused := func(why string) error {
@@ -129,7 +132,7 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 	}
 	switch {
 	case sameOrigin:
-	case !isBlobRequest(req.Context()):
+	case !x.isBlob(first):
 		return refused("only the origin may answer")
 	case !strings.EqualFold(req.URL.Scheme, "https"):
 		return refused("a blob may leave the origin only for HTTPS")

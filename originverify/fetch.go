@@ -38,9 +38,9 @@ func (v *Verifier) newSession(t target, cred auth.Credential) *session {
 	if v.insecure[t.registry] {
 		scheme = "http"
 	}
-	x := &exchange{base: v.transport, originScheme: scheme, originHost: t.endpoint}
+	x := &exchange{base: v.transport, originScheme: scheme, originHost: t.endpoint, blobPrefix: "/v2/" + t.repository + "/blobs/"}
 	client := &auth.Client{
-		Client: &http.Client{Transport: x, CheckRedirect: checkRedirect},
+		Client: &http.Client{Transport: x, CheckRedirect: x.checkRedirect},
 		Header: http.Header{"User-Agent": {userAgent}},
 		Cache:  auth.NewCache(),
 		Credential: func(_ context.Context, hostport string) (auth.Credential, error) {
@@ -75,7 +75,7 @@ func (s *session) get(ctx context.Context, path string, header http.Header) (*ht
 		return nil, s.t.fail(ErrInvalidReference, 0, err.Error())
 	}
 	for k, vs := range header {
-		req.Header[k] = vs
+		req.Header[k] = append([]string(nil), vs...)
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
@@ -136,7 +136,7 @@ func (s *session) readFailure(ctx context.Context, status int, what string, err 
 	}
 }
 
-// proven builds an ErrNotProven refusal about what.
+// notProven builds an ErrNotProven refusal about what.
 func (s *session) notProven(status int, what, why string) *OriginError {
 	return s.t.fail(ErrNotProven, status, what+": "+why)
 }

@@ -1,7 +1,6 @@
 package originverify
 
 import (
-	"context"
 	"net/http"
 	"testing"
 )
@@ -14,31 +13,59 @@ func (rt *recordingTransport) RoundTrip(req *http.Request) (*http.Response, erro
 	return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: req}, nil
 }
 
+const (
+	originBlob  = "https://origin.example:5000/v2/r/blobs/sha256:1"
+	originToken = "https://origin.example:5000/v2/auth"
+)
+
+func testExchange(rt http.RoundTripper) *exchange {
+	return &exchange{base: rt, originScheme: "https", originHost: "origin.example:5000", blobPrefix: "/v2/r/blobs/"}
+}
+
+// redirected is a request to url made after first answered a redirect, as
+// http.Client builds it.
+func redirected(t *testing.T, first, to string) *http.Request {
+	t.Helper()
+	prev, err := http.NewRequest(http.MethodGet, first, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodGet, to, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Response = &http.Response{StatusCode: http.StatusTemporaryRedirect, Request: prev}
+	return req
+}
+
 // Whatever the layers above do, the transport of a verification never
-// sends an Authorization header with a blob request to another host, and
-// keeps it for the origin and for manifest and token requests.
+// sends an Authorization header on a blob's redirect to another host, and
+// keeps it for the origin and for token requests elsewhere (even when a
+// token is fetched while a blob is asked for).
 func TestExchangeKeepsTheCredentialAtTheOrigin(t *testing.T) {
 	tests := []struct {
-		name, url string
-		blob      bool
-		wantAuth  bool
+		name, first, to string
+		wantAuth        bool
 	}{
-		{"blob at the origin", "https://origin.example:5000/v2/r/blobs/sha256:1", true, true},
-		{"blob at another port", "https://origin.example:5001/v2/r/blobs/sha256:1", true, false},
-		{"blob at a CDN", "https://cdn.example/blob", true, false},
-		{"blob at the origin in plain http", "http://origin.example:5000/v2/r/blobs/sha256:1", true, false},
-		{"token service elsewhere", "https://auth.example/token", false, true},
+		{"blob at the origin", originBlob, "", true},
+		{"blob redirected within the origin", originBlob, "https://origin.example:5000/moved", true},
+		{"blob redirected to another port", originBlob, "https://origin.example:5001/x", false},
+		{"blob redirected to a CDN", originBlob, "https://cdn.example/blob", false},
+		{"blob redirected to plain http at the origin's host", originBlob, "http://origin.example:5000/x", false},
+		{"token service elsewhere", "https://auth.example/token", "", true},
+		{"token service redirected elsewhere", originToken, "https://auth.example/token", true},
 	}
 	for _, tc := range tests {
 		rt := &recordingTransport{}
-		x := &exchange{base: rt, originScheme: "https", originHost: "origin.example:5000"}
-		ctx := context.Background()
-		if tc.blob {
-			ctx = withBlobRequest(ctx)
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, tc.url, nil)
-		if err != nil {
-			t.Fatal(err)
+		x := testExchange(rt)
+		var req *http.Request
+		if tc.to == "" {
+			var err error
+			if req, err = http.NewRequest(http.MethodGet, tc.first, nil); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			req = redirected(t, tc.first, tc.to)
 		}
 		req.Header.Set("Authorization", "Basic c2VjcmV0")
 		if _, err := x.RoundTrip(req); err != nil {
@@ -56,30 +83,31 @@ func TestExchangeKeepsTheCredentialAtTheOrigin(t *testing.T) {
 // checkRedirect: manifests and tokens stay at their origin, blobs may go
 // to any HTTPS host without Authorization, never to plain HTTP elsewhere.
 func TestCheckRedirect(t *testing.T) {
-	first, _ := http.NewRequest(http.MethodGet, "http://origin.example:5000/v2/r/blobs/sha256:1", nil)
 	tests := []struct {
-		name, to string
-		blob     bool
-		wantErr  bool
+		name, first, to string
+		wantErr         bool
 	}{
-		{"manifest within the origin", "http://origin.example:5000/moved", false, false},
-		{"manifest elsewhere", "https://cdn.example/x", false, true},
-		{"blob to an HTTPS CDN", "https://cdn.example/x", true, false},
-		{"blob to plain HTTP elsewhere", "http://cdn.example/x", true, true},
-		{"blob within the origin", "http://origin.example:5000/moved", true, false},
+		{"manifest within the origin", "https://origin.example:5000/v2/r/manifests/v1", "https://origin.example:5000/moved", false},
+		{"manifest elsewhere", "https://origin.example:5000/v2/r/manifests/v1", "https://cdn.example/x", true},
+		{"token elsewhere", originToken, "https://cdn.example/x", true},
+		{"blob of another repository elsewhere", "https://origin.example:5000/v2/other/blobs/sha256:1", "https://cdn.example/x", true},
+		{"blob to an HTTPS CDN", originBlob, "https://cdn.example/x", false},
+		{"blob to plain HTTP elsewhere", originBlob, "http://cdn.example/x", true},
+		{"blob within the origin", originBlob, "https://origin.example:5000/moved", false},
 	}
 	for _, tc := range tests {
-		ctx := context.Background()
-		if tc.blob {
-			ctx = withBlobRequest(ctx)
+		x := testExchange(nil)
+		first, err := http.NewRequest(http.MethodGet, tc.first, nil)
+		if err != nil {
+			t.Fatal(err)
 		}
-		next, _ := http.NewRequestWithContext(ctx, http.MethodGet, tc.to, nil)
+		next := redirected(t, tc.first, tc.to)
 		next.Header.Set("Authorization", "Basic c2VjcmV0")
-		err := checkRedirect(next, []*http.Request{first})
+		err = x.checkRedirect(next, []*http.Request{first})
 		if (err != nil) != tc.wantErr {
 			t.Errorf("%s: checkRedirect = %v, want error %v", tc.name, err, tc.wantErr)
 		}
-		if err == nil && tc.blob && tc.to[:5] == "https" && next.Header.Get("Authorization") != "" {
+		if err == nil && !x.isOrigin(next.URL) && next.Header.Get("Authorization") != "" {
 			t.Errorf("%s: Authorization kept for another host", tc.name)
 		}
 	}
