@@ -19,21 +19,26 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/pullrecords/pullrecords/credstamp"
 	"github.com/pullrecords/pullrecords/cri"
+	"github.com/pullrecords/pullrecords/cri/containerdapi"
 	"github.com/pullrecords/pullrecords/cri/criproxy"
+	"github.com/pullrecords/pullrecords/cri/nodegate"
 	"github.com/pullrecords/pullrecords/crishim"
 	"github.com/pullrecords/pullrecords/originverify"
-	"github.com/pullrecords/pullrecords/pullmanager"
-	"github.com/pullrecords/pullrecords/recordsdir"
 )
 
 const shimLong = `shim is a CRI v1 proxy for a container runtime's socket. The kubelet talks to
 the shim (its containerRuntimeEndpoint); the shim forwards every call to the
 runtime unchanged, as raw frames, except PullImage: a pull goes on only after the
 image's own registry, never a mirror, accepted the request's credential for that
-reference (a manifest HEAD), or the node's credentials (--node-credentials) for a
-request without one, or no credential for a public image.
+reference, or the node's credentials (--node-credentials) for a request without
+one, or no credential for a public image, and proved that it holds the image's
+content: the manifest is fetched and hashed, and every blob the node already
+holds (the blobs the runtime would not fetch again) is challenged with byte
+ranges at random offsets compared with the node's own copy (read from
+containerd's content store on the runtime's socket). After the pull, the image
+the runtime holds must be the one proved; otherwise the pull is refused and the
+names it created are removed.
 
 Why: behind a registry mirror or a peer-to-peer cache (Spegel, k3s's embedded
 mirror, pull-through caches) the runtime's pull is answered without the pod's
@@ -58,6 +63,8 @@ type shimOptions struct {
 	mirrorOnly      []string
 	insecure        []string
 	metricsAddr     string
+	namespace       string
+	maxBlobBytes    int64
 }
 
 func newShimCmd(g *globalOptions) *cobra.Command {
@@ -84,6 +91,8 @@ func newShimCmd(g *globalOptions) *cobra.Command {
 	f.StringSliceVar(&o.mirrorOnly, "mirror-only", nil, "a registry host whose origin is unreachable by design (air-gapped): its pulls are not verified (repeatable)")
 	f.StringSliceVar(&o.insecure, "insecure-registry", nil, "a registry host the shim reaches over plain HTTP (repeatable)")
 	f.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9847", "address of /metrics and /healthz (host:port; empty: none)")
+	f.StringVar(&o.namespace, "containerd-namespace", containerdapi.DefaultNamespace, "the containerd namespace the CRI keeps its images in: the proofs read the node's bytes there")
+	f.Int64Var(&o.maxBlobBytes, "max-proof-blob-bytes", originverify.DefaultMaxBlobBytes, "the largest blob a proof fetches whole (from a registry that ignores range requests, or a runtime without a readable content store); larger ones are refused")
 	return cmd
 }
 
@@ -109,6 +118,12 @@ func (o shimOptions) validate(kubeletDir string) (listen, runtime string, err er
 	}
 	if o.verifyTTL <= 0 {
 		return "", "", usageErrorf("--verify-ttl %s: must be positive", o.verifyTTL)
+	}
+	if o.maxBlobBytes <= 0 {
+		return "", "", usageErrorf("--max-proof-blob-bytes %d: must be positive", o.maxBlobBytes)
+	}
+	if o.namespace == "" {
+		return "", "", usageErrorf("--containerd-namespace is required")
 	}
 	if o.stateDir == "" {
 		return "", "", usageErrorf("--state-dir is required")
@@ -155,45 +170,23 @@ func runShim(ctx context.Context, g *globalOptions, o shimOptions) error {
 	}
 	defer conn.Close()
 
-	// The shim's records say which credential verified which image, in the
-	// kubelet's format; every credential must prove itself (AlwaysVerify).
-	policy, err := pullmanager.NewImagePullCredentialVerificationPolicy(pullmanager.AlwaysVerify, nil)
-	if err != nil {
-		return err
-	}
-	records, err := recordsdir.Open(ctx, o.stateDir, policy, nil)
-	if err != nil {
-		return err
-	}
-	defer records.Close()
-	stamps, err := credstamp.Open(logger, filepath.Join(o.stateDir, "verified"))
-	if err != nil {
-		return fmt.Errorf("opening the verifications: %w", err)
-	}
-	defer stamps.Close()
-	pruneCtx, stopPruning := context.WithCancel(ctx)
-	pruned := make(chan struct{})
-	go func() { defer close(pruned); pruneVerifications(pruneCtx, stamps, o.verifyTTL) }()
-	defer func() { stopPruning(); <-pruned }() // before stamps.Close
-
 	gateMetrics := crishim.NewMetrics()
 	proxyMetrics := criproxy.NewMetrics()
-	gate, err := crishim.NewGate(crishim.Config{
-		Records:    records.Manager(),
-		Stamps:     stamps,
-		Verifier:   originverify.New(originverify.WithInsecureRegistries(o.insecure...)),
-		TTL:        o.verifyTTL,
-		Node:       node,
-		MirrorOnly: o.mirrorOnly,
-		Local:      criproxy.RuntimeDigest(conn),
-		Metrics:    gateMetrics,
-		Classify: crishim.ClassifyBySentinels(originverify.ErrDenied, originverify.ErrNotFound,
-			originverify.ErrUnreachable, originverify.ErrInvalidReference),
+	gate, err := nodegate.Open(ctx, conn, nodegate.Options{
+		StateDir:     o.stateDir,
+		Namespace:    o.namespace,
+		TTL:          o.verifyTTL,
+		Insecure:     o.insecure,
+		MaxBlobBytes: o.maxBlobBytes,
+		Node:         node,
+		MirrorOnly:   o.mirrorOnly,
+		Metrics:      gateMetrics,
 	})
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return err
 	}
-	proxy := criproxy.New(conn, criGate{gate: gate}, criproxy.WithMetrics(proxyMetrics), criproxy.WithLogger(logger))
+	defer gate.Close()
+	proxy := criproxy.New(conn, criGate{gate: gate.Gate}, criproxy.WithMetrics(proxyMetrics), criproxy.WithLogger(logger))
 
 	lis, err := listenUnix(listenPath)
 	if err != nil {
@@ -262,24 +255,35 @@ func listenUnix(path string) (net.Listener, error) {
 }
 
 // criGate presents a crishim.Gate to the proxy and turns its refusals into
-// the gRPC errors the kubelet reports as ErrImagePull.
+// the gRPC errors the kubelet reports as ErrImagePull; the runtime's own
+// errors pass as they are.
 type criGate struct{ gate *crishim.Gate }
 
-func (c criGate) AdmitPull(ctx context.Context, req *runtimeapi.PullImageRequest) error {
-	_, err := c.gate.Admit(ctx, crishim.RequestFromCRI(req))
-	if err == nil {
+func (c criGate) GatePull(ctx context.Context, req *runtimeapi.PullImageRequest, pull func(context.Context) (*runtimeapi.PullImageResponse, error)) error {
+	var runtimeErr error
+	_, err := c.gate.Pull(ctx, crishim.RequestFromCRI(req), func(ctx context.Context) (string, error) {
+		resp, err := pull(ctx)
+		if err != nil {
+			runtimeErr = err
+			return "", err
+		}
+		return resp.GetImageRef(), nil
+	})
+	switch {
+	case err == nil:
 		return nil
+	case runtimeErr != nil && err == runtimeErr:
+		return err
+	default:
+		return status.Error(refusalCode(err), "pullrecords shim: "+err.Error())
 	}
-	return status.Error(refusalCode(err), "pullrecords shim: "+err.Error())
-}
-
-func (c criGate) PullSucceeded(ctx context.Context, req *runtimeapi.PullImageRequest, resp *runtimeapi.PullImageResponse) {
-	c.gate.PullSucceeded(ctx, crishim.RequestFromCRI(req), resp.GetImageRef())
 }
 
 // refusalCode is the gRPC code of a refusal.
 func refusalCode(err error) codes.Code {
 	switch {
+	case errors.Is(err, originverify.ErrNotProven), errors.Is(err, crishim.ErrUnverifiedContent), errors.Is(err, crishim.ErrPrivateContent):
+		return codes.PermissionDenied
 	case errors.Is(err, originverify.ErrDenied):
 		return codes.PermissionDenied
 	case errors.Is(err, originverify.ErrNotFound):
@@ -294,27 +298,5 @@ func refusalCode(err error) codes.Code {
 		return codes.DeadlineExceeded
 	default:
 		return codes.Unknown
-	}
-}
-
-// pruneVerifications removes expired verifications at start and then every
-// TTL (at most every ten minutes), so that the stamps in memory and on
-// disk do not grow with every (credential, repository, digest) ever seen.
-func pruneVerifications(ctx context.Context, stamps *credstamp.Store, ttl time.Duration) {
-	logger := klog.FromContext(ctx)
-	every := min(ttl, 10*time.Minute)
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		if n, err := stamps.Prune(ttl); err != nil {
-			logger.Error(err, "Could not prune expired verifications")
-		} else if n > 0 {
-			logger.V(2).Info("Pruned expired verifications", "removed", n)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
 	}
 }
