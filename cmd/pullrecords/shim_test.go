@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -70,12 +73,16 @@ func (o *originRegistry) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rest, ok := strings.CutPrefix(r.URL.Path, "/v2/")
-	i := strings.LastIndex(rest, "/manifests/")
-	if !ok || i < 0 || r.Method != http.MethodHead {
+	var repo, ref string
+	if i := strings.LastIndex(rest, "/manifests/"); ok && i >= 0 {
+		repo, ref = rest[:i], rest[i+len("/manifests/"):]
+	} else if i := strings.LastIndex(rest, "/blobs/"); ok && i >= 0 {
+		repo, ref = rest[:i], "blob:"+rest[i+len("/blobs/"):]
+	}
+	if repo == "" || (r.Method != http.MethodHead && r.Method != http.MethodGet) {
 		http.NotFound(w, r)
 		return
 	}
-	repo, ref := rest[:i], rest[i+len("/manifests/"):]
 	if strings.HasPrefix(repo, "private/") {
 		if u, p, ok := r.BasicAuth(); !ok || u != "robot" || p != "s3cret" {
 			w.Header().Set("WWW-Authenticate", `Basic realm="origin"`)
@@ -83,22 +90,43 @@ func (o *originRegistry) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	sep := ":"
-	if strings.HasPrefix(ref, "sha256:") {
-		sep = "@"
+	if blob, ok := strings.CutPrefix(ref, "blob:"); ok {
+		if blob != fakeConfigDigest(repo) {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write(fakeConfig(repo))
+		return
 	}
-	d, err := critest.Digest(o.host() + "/" + repo + sep + ref)
-	if err != nil {
+	body := fakeManifest(repo)
+	if strings.HasPrefix(ref, "sha256:") && ref != sha256Of(body) {
 		http.NotFound(w, r)
 		return
 	}
-	if sep == "@" {
-		d = ref
-	}
 	w.Header().Set("Content-Type", "application/vnd.oci.image.manifest.v1+json")
-	w.Header().Set("Docker-Content-Digest", d)
-	w.Header().Set("Content-Length", "2") // the size of the manifest a GET would return
+	w.Header().Set("Docker-Content-Digest", sha256Of(body))
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodGet {
+		w.Write(body)
+	}
+}
+
+// fakeConfig is the config blob of repo's one image.
+func fakeConfig(repo string) []byte { return []byte(`{"os":"linux","repo":"` + repo + `"}`) }
+
+func fakeConfigDigest(repo string) string { return sha256Of(fakeConfig(repo)) }
+
+// fakeManifest is the OCI manifest of repo's one image: its config, no
+// layers, so that a proof without the node's content fetches one blob.
+func fakeManifest(repo string) []byte {
+	return []byte(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"` +
+		fakeConfigDigest(repo) + `","size":` + strconv.Itoa(len(fakeConfig(repo))) + `},"layers":[]}`)
+}
+
+func sha256Of(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // runningShim is "pullrecords shim" run in this process.
@@ -190,6 +218,12 @@ func TestShimVerifiesAtTheOrigin(t *testing.T) {
 	elsewhere := &runtimeapi.AuthConfig{Username: "robot", Password: "s3cret", ServerAddress: "other.example:5000"}
 	ctx := context.Background()
 
+	// The runtime pulls what the origin serves: the manifests' digests.
+	for image, repo := range map[string]string{private: "private/app", public: "library/tool"} {
+		if err := mirror.SetDigest(image, sha256Of(fakeManifest(repo))); err != nil {
+			t.Fatal(err)
+		}
+	}
 	shim := startShim(t, dir, runtimeEndpoint, "--insecure-registry", origin.host())
 	for _, c := range []struct {
 		name string
@@ -314,10 +348,7 @@ func TestShimConcurrentPullsOneVerification(t *testing.T) {
 	runtimeEndpoint := mirror.Serve(t)
 	metrics := freeAddr(t)
 	shim := startShim(t, t.TempDir(), runtimeEndpoint, "--insecure-registry", origin.host(), "--metrics-addr", metrics)
-	d, err := critest.Digest(origin.host() + "/private/app:v1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := sha256Of(fakeManifest("private/app"))
 	image := origin.host() + "/private/app@" + d
 	good := &runtimeapi.AuthConfig{Username: "robot", Password: "s3cret"}
 

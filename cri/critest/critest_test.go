@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -388,5 +389,24 @@ func TestListContainers(t *testing.T) {
 	f.SetContainers()
 	if resp, err := rs.ListContainers(context.Background(), &runtimeapi.ListContainersRequest{}); err != nil || len(resp.Containers) != 0 {
 		t.Errorf("ListContainers after SetContainers() = %v, %v; want none", resp, err)
+	}
+}
+
+func TestSetDigest(t *testing.T) {
+	f := critest.NewImageService()
+	const d = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	if err := f.SetDigest("reg.test/app:1", d); err != nil {
+		t.Fatal(err)
+	}
+	id, err := f.AddImage("reg.test/app:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := f.Image(id)
+	if img == nil || !slices.Contains(img.RepoDigests, "reg.test/app@"+d) {
+		t.Fatalf("image after SetDigest = %v; want repo digest reg.test/app@%s", img, d)
+	}
+	if f.Image("reg.test/app@"+d) == nil {
+		t.Errorf("the image is not found by the digest SetDigest gave")
 	}
 }

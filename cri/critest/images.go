@@ -89,6 +89,8 @@ type ImageService struct {
 	runtimeName, runtimeVersion string
 	// containers is ListContainers' answer; see SetContainers.
 	containers []*runtimeapi.Container
+	// digests are manifest digests set by SetDigest, by canonical name.
+	digests map[string]string
 }
 
 // NewImageService returns a fake image service with no images, that lets
@@ -166,6 +168,24 @@ func Digest(image string) (string, error) {
 	}
 	c, _ := Canonical(image)
 	return fakeDigest("fake manifest of ", c), nil
+}
+
+// SetDigest makes a later pull or AddImage of the tagged image report
+// digest as its manifest digest (in RepoDigests), as a runtime does that
+// pulled a manifest of that digest: for tests whose registry serves real
+// manifests. It does not change images already present.
+func (f *ImageService) SetDigest(image, digest string) error {
+	c, err := Canonical(image)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.digests == nil {
+		f.digests = map[string]string{}
+	}
+	f.digests[c] = digest
+	return nil
 }
 
 // AddImage makes image present, as a pull would without hooks or
@@ -291,7 +311,10 @@ func (f *ImageService) add(named reference.Named) string {
 	if !slices.Contains(img.RepoTags, c) {
 		img.RepoTags = append(img.RepoTags, c)
 	}
-	d, _ := Digest(c)
+	d, ok := f.digests[c]
+	if !ok {
+		d, _ = Digest(c)
+	}
 	if rd := named.Name() + "@" + d; !slices.Contains(img.RepoDigests, rd) {
 		img.RepoDigests = append(img.RepoDigests, rd)
 	}
