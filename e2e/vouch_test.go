@@ -360,17 +360,22 @@ func TestShimRefusesRegistryVouching(t *testing.T) {
 	bPods := []struct {
 		name, image string
 		e           *vouchingRegistry
+		reasons     []string
 	}{
-		{"vouch-b-404", e1.host + "/bob/x@" + a.digest, e1},
-		{"vouch-b-leak", e2.host + "/bob/x@" + a.digest, e2},
-		{"vouch-b-tag", e1.host + "/bob/x:v1", e1},
+		// E (i) vouches with HEAD but will not serve the manifest it
+		// vouched for: the proof's GET finds nothing, a refusal as
+		// "not found"; E (ii) serves the leaked manifest and fails the
+		// blob challenge: "did not prove".
+		{"vouch-b-404", e1.host + "/bob/x@" + a.digest, e1, []string{"prove", "not found at the origin registry"}},
+		{"vouch-b-leak", e2.host + "/bob/x@" + a.digest, e2, []string{"prove"}},
+		{"vouch-b-tag", e1.host + "/bob/x:v1", e1, []string{"prove", "not found at the origin registry"}},
 	}
 	for _, p := range bPods {
 		s.createPod(t, ctx, podSpec{ns: "tenant-b", name: p.name, node: n.Name, image: p.image})
 	}
 	for _, p := range bPods {
 		s.waitPod(t, ctx, n, "tenant-b", p.name, "refused (ErrImagePull/ImagePullBackOff)", pullRefused(t))
-		msg := s.refusalNaming(t, ctx, "tenant-b", p.name, p.image, p.e.host, "prove")
+		msg := s.refusalNaming(t, ctx, "tenant-b", p.name, p.image, p.e.host, p.reasons...)
 		t.Logf("%s: %s", p.name, msg)
 	}
 	// Once more after every refusal: still waiting, never run.
