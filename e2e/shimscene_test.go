@@ -174,11 +174,17 @@ func withFile(files map[string]nodetest.File, name, content string) map[string]n
 // createSecret creates a docker-registry Secret with the origin's user for
 // the given registry hosts.
 func (s *shimScene) createSecret(ctx context.Context, ns, name string, hosts ...string) error {
+	return s.createSecretFor(ctx, ns, name, s.auth, hosts...)
+}
+
+// createSecretFor creates a docker-registry Secret holding auth's user for
+// the given registry hosts.
+func (s *shimScene) createSecretFor(ctx context.Context, ns, name string, auth *nodetest.BasicAuth, hosts ...string) error {
 	auths := map[string]any{}
 	for _, h := range hosts {
 		auths[h] = map[string]string{
-			"username": s.auth.Username, "password": s.auth.Password,
-			"auth": base64.StdEncoding.EncodeToString([]byte(s.auth.Username + ":" + s.auth.Password)),
+			"username": auth.Username, "password": auth.Password,
+			"auth": base64.StdEncoding.EncodeToString([]byte(auth.Username + ":" + auth.Password)),
 		}
 	}
 	cfg, _ := json.Marshal(map[string]any{"auths": auths})

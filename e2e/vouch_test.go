@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -17,7 +16,6 @@ import (
 	"sync"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pullrecords/pullrecords/cluster/nodetest"
@@ -240,20 +238,6 @@ func (s *shimScene) containerImageID(t *testing.T, ctx context.Context, ns, name
 	return pod.Status.ContainerStatuses[0].ImageID
 }
 
-// createSecretWith creates a docker-registry Secret holding auth for host.
-func (s *shimScene) createSecretWith(ctx context.Context, ns, name, host string, auth *nodetest.BasicAuth) error {
-	cfg, _ := json.Marshal(map[string]any{"auths": map[string]any{host: map[string]string{
-		"username": auth.Username, "password": auth.Password,
-		"auth": base64.StdEncoding.EncodeToString([]byte(auth.Username + ":" + auth.Password)),
-	}}})
-	_, err := s.cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Type:       corev1.SecretTypeDockerConfigJson,
-		Data:       map[string][]byte{corev1.DockerConfigJsonKey: cfg},
-	}, metav1.CreateOptions{})
-	return err
-}
-
 // TestRegistryVouchingWithoutShim keeps the bypass as a test, on a stock
 // kubelet v1.37.2 and containerd 1.6 with no mirror: once tenant A's pod
 // pulled its private image (digest D), tenant B's pod, with no secret,
@@ -342,7 +326,7 @@ func TestShimRefusesRegistryVouching(t *testing.T) {
 	if cDigest != a.digest {
 		t.Fatalf("tenant C's copy has digest %s, tenant A's %s: not the same content", cDigest, a.digest)
 	}
-	if err := s.createSecretWith(ctx, "tenant-c", "regcred-c", cReg.Host, cAuth); err != nil {
+	if err := s.createSecretFor(ctx, "tenant-c", "regcred-c", cAuth, cReg.Host); err != nil {
 		t.Fatal(err)
 	}
 
